@@ -1,0 +1,41 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+about = {}
+exec((Path(__file__).parent / "spacy_elmo" / "about.py").read_text(), about)
+
+setup(
+    name="spacy-elmo",
+    version=about["__version__"],
+    description="ELMo (deep contextualized word representations) as a spaCy 3.8 component",
+    long_description=Path("README.md").read_text(encoding="utf8"),
+    long_description_content_type="text/markdown",
+    license="MIT",
+    python_requires=">=3.9",
+    packages=find_packages(include=["spacy_elmo", "spacy_elmo.*"]),
+    include_package_data=True,
+    package_data={"spacy_elmo": ["py.typed"]},
+    # torch is pinned by the Makefile before this installs (pip would otherwise
+    # resolve a range to the newest CUDA build); any 2.x from 2.1 works.
+    install_requires=[
+        "torch>=2.1",
+        "spacy>=3.8,<3.9",
+        "thinc>=8.3,<8.4",
+        "numpy>=1.21",
+        "srsly>=2.4",
+        "typer>=0.9",
+        "h5py>=3.0",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "test": ["pytest>=7"],
+    },
+    entry_points={
+        "console_scripts": ["spacy-elmo = spacy_elmo.cli:main"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

@@ -1,0 +1,18 @@
+"""The ELMo biLM in plain PyTorch: no spaCy, no thinc."""
+from .char_ids import batch_char_ids, sentence_char_ids, token_char_ids
+from .errors import ElmoError, ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError
+from .model import ElmoBiLM
+from .options import ElmoOptions, preset
+
+__all__ = [
+    "ElmoBiLM",
+    "ElmoOptions",
+    "ElmoError",
+    "ElmoFileNotFoundError",
+    "ElmoOptionsError",
+    "ElmoWeightsError",
+    "batch_char_ids",
+    "preset",
+    "sentence_char_ids",
+    "token_char_ids",
+]

@@ -1,0 +1,142 @@
+"""The context-independent token encoder: char embedding -> CNN -> highway -> projection.
+
+Layouts follow bilm-tf so weight files map onto parameters without surprises:
+matrices are stored ``(in, out)`` and applied as ``x @ W``.
+"""
+from typing import Dict, List
+
+import numpy
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from .char_ids import N_CHARACTERS
+from .options import ElmoOptions
+
+# Tokens per chunk in the CNN: bounds the (tokens x positions x filters)
+# intermediate to a few tens of MB for the published sizes.
+CNN_CHUNK_TOKENS = 256
+
+
+class CharEncoder(nn.Module):
+    def __init__(self, options: ElmoOptions) -> None:
+        super().__init__()
+        self.filters = list(options.filters)
+        self.char_dim = options.char_dim
+        self.max_chars = options.max_characters_per_token
+        self.activation = options.activation
+        n_filters = options.n_filters
+        # Row 0 is the all-zero "no token" row (the file has the other 261).
+        self.char_embed = nn.Parameter(torch.empty(N_CHARACTERS, options.char_dim))
+        # One (width * char_dim, n) matrix per width, rows ordered (width, char_dim)
+        # like bilm-tf's (1, width, char_dim, n) filters.
+        self.conv_weights = nn.ParameterList(
+            [nn.Parameter(torch.empty(width * options.char_dim, n)) for width, n in self.filters]
+        )
+        self.conv_biases = nn.ParameterList([nn.Parameter(torch.empty(n)) for _, n in self.filters])
+        # Highway transform and carry fused side by side: (F, 2F) = [W_transform | W_carry].
+        self.highway_weights = nn.ParameterList(
+            [nn.Parameter(torch.empty(n_filters, 2 * n_filters)) for _ in range(options.n_highway)]
+        )
+        self.highway_biases = nn.ParameterList(
+            [nn.Parameter(torch.empty(2 * n_filters)) for _ in range(options.n_highway)]
+        )
+        self.proj_weight = nn.Parameter(torch.empty(n_filters, options.projection_dim))
+        self.proj_bias = nn.Parameter(torch.empty(options.projection_dim))
+        self.reset_parameters()
+
+    @property
+    def n_filters(self) -> int:
+        return sum(n for _, n in self.filters)
+
+    def reset_parameters(self) -> None:
+        """Fresh weights for pretraining, initialised as bilm-tf does."""
+        with torch.no_grad():
+            nn.init.uniform_(self.char_embed, -1.0, 1.0)
+            self.char_embed[0].zero_()
+            for (width, _), weight, bias in zip(self.filters, self.conv_weights, self.conv_biases):
+                if self.activation == "relu":
+                    nn.init.uniform_(weight, -0.05, 0.05)
+                else:
+                    nn.init.normal_(weight, 0.0, (1.0 / (width * self.char_dim)) ** 0.5)
+                bias.zero_()
+            n_filters = self.n_filters
+            for weight, bias in zip(self.highway_weights, self.highway_biases):
+                nn.init.normal_(weight, 0.0, (1.0 / n_filters) ** 0.5)
+                bias.zero_()
+                bias[n_filters:] = -2.0  # TF highway: carry bias starts at -2
+            nn.init.normal_(self.proj_weight, 0.0, (1.0 / n_filters) ** 0.5)
+            self.proj_bias.zero_()
+
+    def forward(self, char_ids: Tensor) -> Tensor:
+        """``(n_tokens, max_chars)`` ids -> ``(n_tokens, projection_dim)`` vectors."""
+        if char_ids.shape[0] > CNN_CHUNK_TOKENS:
+            chunks = [self._convolve(c) for c in char_ids.split(CNN_CHUNK_TOKENS)]
+            features = torch.cat(chunks, dim=0)
+        else:
+            features = self._convolve(char_ids)
+        n_filters = self.n_filters
+        for weight, bias in zip(self.highway_weights, self.highway_biases):
+            both = torch.addmm(bias, features, weight)
+            transform = torch.relu(both[:, :n_filters])
+            carry = torch.sigmoid(both[:, n_filters:])
+            # carry * transform + (1 - carry) * x, in fewer passes
+            features = torch.addcmul(features, carry, transform - features)
+        return torch.addmm(self.proj_bias, features, self.proj_weight)
+
+    def _convolve(self, char_ids: Tensor) -> Tensor:
+        # padding_idx keeps row 0 (batch padding) at zero during training.
+        embedded = F.embedding(char_ids, self.char_embed, padding_idx=0)
+        n_tokens, n_chars, char_dim = embedded.shape
+        pooled: List[Tensor] = []
+        for (width, n), weight, bias in zip(self.filters, self.conv_weights, self.conv_biases):
+            n_pos = n_chars - width + 1
+            # Overlapping windows as a view: (tokens, positions, width * char_dim).
+            windows = embedded.as_strided(
+                (n_tokens, n_pos, width * char_dim),
+                (n_chars * char_dim, char_dim, 1),
+                embedded.storage_offset(),
+            )
+            conv = torch.matmul(windows.reshape(n_tokens * n_pos, width * char_dim), weight)
+            # max over positions, then bias and activation: the bias is
+            # constant over positions and both activations are monotonic.
+            pooled.append(conv.view(n_tokens, n_pos, n).amax(dim=1) + bias)
+        features = torch.cat(pooled, dim=1)
+        return torch.relu(features) if self.activation == "relu" else torch.tanh(features)
+
+    # -- bilm-tf weight layout ------------------------------------------
+    def load_tf_arrays(self, arrays: Dict[str, numpy.ndarray]) -> None:
+        """Fill from bilm-tf datasets (already shape-checked by the reader)."""
+        n_filters = self.n_filters
+        with torch.no_grad():
+            self.char_embed[0].zero_()
+            self.char_embed[1:].copy_(torch.from_numpy(arrays["char_embed"]))
+            for i, (weight, bias) in enumerate(zip(self.conv_weights, self.conv_biases)):
+                w = arrays[f"CNN/W_cnn_{i}"]  # (1, width, char_dim, n)
+                weight.copy_(torch.from_numpy(w.reshape(-1, w.shape[-1])))
+                bias.copy_(torch.from_numpy(arrays[f"CNN/b_cnn_{i}"]))
+            for k, (weight, bias) in enumerate(zip(self.highway_weights, self.highway_biases)):
+                weight[:, :n_filters].copy_(torch.from_numpy(arrays[f"CNN_high_{k}/W_transform"]))
+                weight[:, n_filters:].copy_(torch.from_numpy(arrays[f"CNN_high_{k}/W_carry"]))
+                bias[:n_filters].copy_(torch.from_numpy(arrays[f"CNN_high_{k}/b_transform"]))
+                bias[n_filters:].copy_(torch.from_numpy(arrays[f"CNN_high_{k}/b_carry"]))
+            self.proj_weight.copy_(torch.from_numpy(arrays["CNN_proj/W_proj"]))
+            self.proj_bias.copy_(torch.from_numpy(arrays["CNN_proj/b_proj"]))
+
+    def tf_arrays(self) -> Dict[str, numpy.ndarray]:
+        def arr(t: Tensor) -> numpy.ndarray:
+            return t.detach().float().cpu().numpy().copy()
+
+        n_filters = self.n_filters
+        out = {"char_embed": arr(self.char_embed[1:])}
+        for i, ((width, n), weight, bias) in enumerate(zip(self.filters, self.conv_weights, self.conv_biases)):
+            out[f"CNN/W_cnn_{i}"] = arr(weight).reshape(1, width, self.char_dim, n)
+            out[f"CNN/b_cnn_{i}"] = arr(bias)
+        for k, (weight, bias) in enumerate(zip(self.highway_weights, self.highway_biases)):
+            out[f"CNN_high_{k}/W_transform"] = arr(weight[:, :n_filters])
+            out[f"CNN_high_{k}/W_carry"] = arr(weight[:, n_filters:])
+            out[f"CNN_high_{k}/b_transform"] = arr(bias[:n_filters])
+            out[f"CNN_high_{k}/b_carry"] = arr(bias[n_filters:])
+        out["CNN_proj/W_proj"] = arr(self.proj_weight)
+        out["CNN_proj/b_proj"] = arr(self.proj_bias)
+        return out

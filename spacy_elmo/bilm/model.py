@@ -1,0 +1,218 @@
+"""ElmoBiLM: the character CNN + biLSTM language model, in plain PyTorch."""
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy
+import torch
+from torch import Tensor, nn
+
+from .char_encoder import CharEncoder
+from .char_ids import batch_char_ids
+from .lstm import BiLstm, State
+from .options import ElmoOptions
+from .weights import lstm_prefix, read_weights, write_weights
+
+PathLike = Union[str, Path]
+# Stateless embed_batch groups length-sorted sentences into batches of at most
+# this many padded positions (and this many rows): big enough for efficient
+# matmuls, small enough to bound memory on long inputs.
+MAX_BATCH_POSITIONS = 4096
+MAX_BATCH_ROWS = 128
+
+
+class ElmoBiLM(nn.Module):
+    """Token char ids -> L+1 layers of width 2P (paper eq. 1).
+
+    Layer 0 is the context-independent token vector duplicated, ``[x; x]``;
+    layer j is ``[forward h_j; backward h_j]``.
+
+    Stateless by default: every sentence starts from zero state, so its
+    vectors do not depend on the rest of the batch. ``stateful=True`` carries
+    each batch row's final state into the same row of the next batch, as
+    bilm-tf and AllenNLP do (and as their published test outputs need).
+    """
+
+    def __init__(self, options: ElmoOptions):
+        super().__init__()
+        self.options = options
+        self.char_encoder = CharEncoder(options)
+        self.bilstm = BiLstm(options)
+        # Per direction, per layer: (h, c) for as many rows as the largest batch seen.
+        self._states: Optional[List[List[State]]] = None
+
+    # -- construction and files -------------------------------------------
+    @classmethod
+    def from_files(cls, options_file: PathLike, weight_file: PathLike, device: Union[str, torch.device] = "cpu") -> "ElmoBiLM":
+        """Load bilm-tf/AllenNLP ``options.json`` + ``weights.hdf5``, in eval mode."""
+        options = ElmoOptions.from_file(options_file)
+        model = cls(options)
+        model.load_tf_arrays(read_weights(options, weight_file))
+        return model.to(device).eval()
+
+    def to_files(self, options_file: PathLike, weight_file: PathLike) -> None:
+        """Write the bilm-tf layout (readable by ``from_files``, bilm-tf and AllenNLP)."""
+        options_file = Path(options_file)
+        options_file.parent.mkdir(parents=True, exist_ok=True)
+        write_weights(self.tf_arrays(), weight_file)
+        self.options.to_file(options_file)
+
+    def load_tf_arrays(self, arrays: Dict[str, numpy.ndarray]) -> None:
+        self.char_encoder.load_tf_arrays(arrays)
+        for direction, layers in enumerate(self._lstm_stacks()):
+            for k, layer in enumerate(layers):
+                prefix = lstm_prefix(direction, k)
+                layer.load_tf_arrays(arrays[f"{prefix}/W_0"], arrays[f"{prefix}/B"], arrays[f"{prefix}/W_P_0"])
+        self.reset_states()
+
+    def tf_arrays(self) -> Dict[str, numpy.ndarray]:
+        arrays = self.char_encoder.tf_arrays()
+        for direction, layers in enumerate(self._lstm_stacks()):
+            for k, layer in enumerate(layers):
+                prefix = lstm_prefix(direction, k)
+                arrays[f"{prefix}/W_0"], arrays[f"{prefix}/B"], arrays[f"{prefix}/W_P_0"] = layer.tf_arrays()
+        return arrays
+
+    def _lstm_stacks(self) -> Tuple[nn.ModuleList, nn.ModuleList]:
+        return self.bilstm.forward_layers, self.bilstm.backward_layers
+
+    @property
+    def output_dim(self) -> int:
+        return self.options.output_dim
+
+    @property
+    def n_output_layers(self) -> int:
+        return self.options.n_output_layers
+
+    @property
+    def device(self) -> torch.device:
+        return self.char_encoder.proj_weight.device
+
+    # -- the model --------------------------------------------------------
+    def token_embeddings(self, char_ids: Tensor) -> Tensor:
+        """``(..., max_chars)`` ids -> ``(..., P)`` context-independent vectors.
+
+        Each distinct token is encoded once (text repeats a lot), then scattered back.
+        """
+        flat = char_ids.reshape(-1, char_ids.shape[-1])
+        unique, inverse = torch.unique(flat, dim=0, return_inverse=True)
+        encoded = self.char_encoder(unique)
+        return encoded.index_select(0, inverse).view(*char_ids.shape[:-1], -1)
+
+    def forward(self, char_ids: Tensor, lengths: Optional[Tensor] = None, stateful: bool = False) -> Tensor:
+        """``char_ids (B, T, max_chars)``, boundaries included -> ``(L+1, B, T, 2P)``.
+
+        ``lengths`` counts each row's real positions (boundaries included);
+        by default every position with a non-zero id. Outputs at padded
+        positions are zero.
+        """
+        char_ids = char_ids.to(self.device)
+        if lengths is None:
+            lengths = (char_ids > 0).any(dim=-1).sum(dim=-1)
+        lengths = lengths.to(self.device)
+        tokens = self.token_embeddings(char_ids).transpose(0, 1)  # (T, B, P)
+        batch_size = tokens.shape[1]
+        initial = self._initial_states(batch_size, tokens) if stateful else None
+        lstm_layers, finals = self.bilstm(tokens, lengths, initial, return_states=stateful)
+        if stateful:
+            self._update_states(finals)
+        layers = torch.stack([torch.cat([tokens, tokens], dim=-1)] + lstm_layers).transpose(1, 2)
+        mask = torch.arange(layers.shape[2], device=self.device).unsqueeze(0) < lengths.unsqueeze(1)
+        return layers * mask.unsqueeze(-1).to(layers.dtype)
+
+    # -- state between batches (stateful mode) ----------------------------
+    def reset_states(self) -> None:
+        """Forget the carried state: the next stateful batch starts from zero."""
+        self._states = None
+
+    def export_states(self) -> Dict[str, numpy.ndarray]:
+        """The carried state as plain arrays (empty when there is none), for checkpoints."""
+        arrays: Dict[str, numpy.ndarray] = {}
+        for d, direction in enumerate(self._states or []):
+            for k, (h, c) in enumerate(direction):
+                arrays[f"{d}_{k}_h"] = h.float().cpu().numpy()
+                arrays[f"{d}_{k}_c"] = c.float().cpu().numpy()
+        return arrays
+
+    def import_states(self, arrays: Dict[str, numpy.ndarray]) -> None:
+        """Restore a state saved by ``export_states``."""
+        if not arrays:
+            self._states = None
+            return
+        dtype = self.char_encoder.proj_weight.dtype
+        self._states = [
+            [
+                (
+                    torch.as_tensor(arrays[f"{d}_{k}_h"], dtype=dtype, device=self.device),
+                    torch.as_tensor(arrays[f"{d}_{k}_c"], dtype=dtype, device=self.device),
+                )
+                for k in range(self.options.n_layers)
+            ]
+            for d in range(2)
+        ]
+
+    def _initial_states(self, batch_size: int, like: Tensor) -> List[List[State]]:
+        if self._states is None:
+            stacks = self._lstm_stacks()
+            self._states = [[layer.zero_state(batch_size, like) for layer in stack] for stack in stacks]
+        initial = []
+        for direction in self._states:
+            per_layer = []
+            for k, (h, c) in enumerate(direction):
+                if h.shape[0] < batch_size:  # rows never seen before start at zero
+                    h = torch.cat([h, h.new_zeros(batch_size - h.shape[0], h.shape[1])])
+                    c = torch.cat([c, c.new_zeros(batch_size - c.shape[0], c.shape[1])])
+                    direction[k] = (h, c)
+                per_layer.append((h[:batch_size], c[:batch_size]))
+            initial.append(per_layer)
+        return initial
+
+    def _update_states(self, finals: List[List[State]]) -> None:
+        assert self._states is not None
+        for direction, new_direction in zip(self._states, finals):
+            for k, ((h, c), (new_h, new_c)) in enumerate(zip(direction, new_direction)):
+                rows = new_h.shape[0]
+                # A smaller batch updates only its own rows; the others keep theirs.
+                h = torch.cat([new_h.detach(), h[rows:]])
+                c = torch.cat([new_c.detach(), c[rows:]])
+                direction[k] = (h, c)
+
+    # -- the public convenience API -----------------------------------------
+    def embed_batch(self, sentences: Sequence[Sequence[str]], stateful: bool = False) -> List[numpy.ndarray]:
+        """Layer vectors of tokenised sentences: one float32 ``(L+1, n_i, 2P)`` array each.
+
+        Stateless (default): sentences are sorted by length and batched for
+        speed; every result is independent of the others. ``stateful=True``:
+        the list is run as ONE batch whose rows carry state from the previous
+        stateful call (the reference implementations' behaviour).
+        """
+        sentences = [list(s) for s in sentences]
+        results: List[Optional[numpy.ndarray]] = [None] * len(sentences)
+        if stateful:
+            groups = [list(range(len(sentences)))] if sentences else []
+        else:
+            groups = _length_batches([len(s) for s in sentences])
+        max_chars = self.options.max_characters_per_token
+        with torch.no_grad():
+            for group in groups:
+                ids, lengths = batch_char_ids([sentences[i] for i in group], max_chars)
+                layers = self.forward(torch.from_numpy(ids), torch.from_numpy(lengths), stateful=stateful)
+                layers = layers.float().cpu().numpy()
+                for row, index in enumerate(group):
+                    results[index] = numpy.ascontiguousarray(layers[:, row, 1 : lengths[row] - 1])
+        return results  # type: ignore[return-value]
+
+
+def _length_batches(lengths: Sequence[int]) -> List[List[int]]:
+    """Indices grouped into batches of similar length (longest first)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    groups: List[List[int]] = []
+    current: List[int] = []
+    for index in order:
+        width = lengths[current[0]] + 2 if current else lengths[index] + 2
+        if current and (width * (len(current) + 1) > MAX_BATCH_POSITIONS or len(current) >= MAX_BATCH_ROWS):
+            groups.append(current)
+            current = []
+        current.append(index)
+    if current:
+        groups.append(current)
+    return groups

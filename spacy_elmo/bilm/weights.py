@@ -1,0 +1,127 @@
+"""bilm-tf's ``weights.hdf5``: dataset names, shapes, checked reading, atomic writing.
+
+Only datasets are read (plain float arrays): a weight file cannot run code.
+"""
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Dict, Tuple, Union
+
+import h5py
+import numpy
+
+from .errors import ElmoFileNotFoundError, ElmoWeightsError
+from .options import ElmoOptions
+
+Shape = Tuple[int, ...]
+DIRECTIONS = ("forward", "backward")
+
+
+def lstm_prefix(direction: int, layer: int) -> str:
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+def expected_shapes(options: ElmoOptions) -> Dict[str, Tuple[Shape, str]]:
+    """Every dataset of the file: ``name -> (shape, the options that size it)``."""
+    F, P, C, d = options.n_filters, options.projection_dim, options.lstm_dim, options.char_dim
+    shapes: Dict[str, Tuple[Shape, str]] = {
+        "char_embed": ((261, d), f"char_cnn.embedding.dim={d}"),
+    }
+    for i, (width, n) in enumerate(options.filters):
+        why = f"char_cnn.filters[{i}]={[width, n]}, char_cnn.embedding.dim={d}"
+        shapes[f"CNN/W_cnn_{i}"] = ((1, width, d, n), why)
+        shapes[f"CNN/b_cnn_{i}"] = ((n,), why)
+    for k in range(options.n_highway):
+        why = f"char_cnn.filters sum to {F}"
+        for part in ("transform", "carry"):
+            shapes[f"CNN_high_{k}/W_{part}"] = ((F, F), why)
+            shapes[f"CNN_high_{k}/b_{part}"] = ((F,), why)
+    why = f"char_cnn.filters sum to {F}, lstm.projection_dim={P}"
+    shapes["CNN_proj/W_proj"] = ((F, P), why)
+    shapes["CNN_proj/b_proj"] = ((P,), f"lstm.projection_dim={P}")
+    for direction in range(2):
+        for layer in range(options.n_layers):
+            prefix = lstm_prefix(direction, layer)
+            why = f"lstm.projection_dim={P}, lstm.dim={C}"
+            shapes[f"{prefix}/W_0"] = ((2 * P, 4 * C), why)
+            shapes[f"{prefix}/B"] = ((4 * C,), f"lstm.dim={C}")
+            shapes[f"{prefix}/W_P_0"] = ((C, P), why)
+    return shapes
+
+
+# Families of datasets whose extra members mean the options describe a
+# smaller model than the file holds.
+_COUNTED = (
+    (re.compile(r"^CNN/W_cnn_(\d+)$"), "char_cnn.filters"),
+    (re.compile(r"^CNN_high_(\d+)/"), "char_cnn.n_highway"),
+    (re.compile(r"^RNN_[01]/RNN/MultiRNNCell/Cell(\d+)/"), "lstm.n_layers"),
+)
+
+
+def read_weights(options: ElmoOptions, weight_file: Union[str, Path]) -> Dict[str, numpy.ndarray]:
+    """All datasets the options call for, checked for presence, shape and finiteness."""
+    path = Path(weight_file)
+    if not path.is_file():
+        raise ElmoFileNotFoundError(f"weight file not found: {path}")
+    if not h5py.is_hdf5(str(path)):
+        raise ElmoWeightsError(
+            f"{path}: not an HDF5 file (expected bilm-tf's weights.hdf5; "
+            "an AllenNLP model archive or a PyTorch checkpoint is not a weight file)"
+        )
+    expected = expected_shapes(options)
+    arrays: Dict[str, numpy.ndarray] = {}
+    try:
+        with h5py.File(path, "r") as f:
+            found = []
+            f.visititems(lambda name, obj: found.append(name) if isinstance(obj, h5py.Dataset) else None)
+            _check_no_unexpected(found, expected, options, path)
+            for name, (shape, why) in expected.items():
+                if name not in f or not isinstance(f[name], h5py.Dataset):
+                    raise ElmoWeightsError(f"{path}: dataset '{name}' is missing (needed by {options.source}: {why})")
+                dataset = f[name]
+                if tuple(dataset.shape) != shape:
+                    raise ElmoWeightsError(
+                        f"{path}: dataset '{name}' has shape {tuple(dataset.shape)} but "
+                        f"{options.source} needs {shape} ({why})"
+                    )
+                if dataset.dtype.kind != "f":
+                    raise ElmoWeightsError(f"{path}: dataset '{name}' has dtype {dataset.dtype}, expected floats")
+                try:
+                    array = numpy.asarray(dataset[...], dtype=numpy.float32)
+                except OSError as err:
+                    raise ElmoWeightsError(f"{path}: dataset '{name}' cannot be read (truncated file?): {err}") from None
+                if not numpy.isfinite(array).all():
+                    raise ElmoWeightsError(f"{path}: dataset '{name}' contains NaN or infinite values")
+                arrays[name] = array
+    except OSError as err:  # h5py's errors for a damaged file
+        raise ElmoWeightsError(f"{path}: cannot read the HDF5 file (truncated or damaged?): {err}") from None
+    return arrays
+
+
+def _check_no_unexpected(found, expected, options: ElmoOptions, path: Path) -> None:
+    for name in found:
+        if name in expected:
+            continue
+        for pattern, option in _COUNTED:
+            if pattern.match(name):
+                raise ElmoWeightsError(
+                    f"{path}: dataset '{name}' is not described by {options.source} "
+                    f"(check '{option}': the file holds a larger model than the options say)"
+                )
+
+
+def write_weights(arrays: Dict[str, numpy.ndarray], weight_file: Union[str, Path]) -> None:
+    """Write float32 datasets atomically: a crash never leaves a half-written file."""
+    path = Path(weight_file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            for name, array in arrays.items():
+                f.create_dataset(name, data=numpy.asarray(array, dtype=numpy.float32))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -1,0 +1,25 @@
+"""Command line: ``python -m spacy_elmo COMMAND`` (or ``spacy-elmo COMMAND``)."""
+import typer
+
+app = typer.Typer(
+    name="spacy-elmo",
+    help="ELMo biLM tools: embed text, pretrain and evaluate language models.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+
+
+
+@app.callback()
+def _root() -> None:
+    """ELMo biLM tools: embed text, pretrain and evaluate language models."""
+
+
+# Commands register themselves on `app` when imported.
+from . import embed  # noqa: E402,F401
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,224 @@
+"""``embed``: one sentence per line in, one HDF5 dataset of ELMo vectors per line out.
+
+The output is what AllenNLP's ``allennlp elmo`` wrote, so scripts that read
+those files keep working: dataset ``"i"`` holds line i's vectors and
+``sentence_to_index`` a JSON map from sentence text to its dataset name.
+
+Long inputs are resumable: results go to ``OUTPUT.partial`` and a small
+progress file; running the same command again continues where it stopped.
+"""
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+import h5py
+import numpy
+import typer
+from tqdm import tqdm
+
+from ..bilm import ElmoBiLM, ElmoError
+from . import app
+
+LAYER_CHOICES = ("all", "top", "average")
+# Seconds between checkpoints of the partial output.
+CHECKPOINT_SECONDS = 30.0
+
+
+class EmbedInputError(ElmoError):
+    """The input text cannot be read as asked."""
+
+
+def read_lines(path: Path) -> List[str]:
+    """Lines of a UTF-8 file; a clear error names the first undecodable line."""
+    if not path.is_file():
+        raise EmbedInputError(f"input file not found: {path}")
+    lines = []
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                lines.append(raw.decode("utf8").rstrip("\r\n"))
+            except UnicodeDecodeError as err:
+                raise EmbedInputError(
+                    f"{path}, line {number}: not valid UTF-8 (byte {raw[err.start]:#04x} at byte offset {err.start})"
+                ) from None
+    return lines
+
+
+def make_tokenizer(spacy_tokenizer: Optional[str]) -> Callable[[str], List[str]]:
+    """Whitespace splitting, or a spaCy tokenizer (language code, package or path)."""
+    if not spacy_tokenizer:
+        return str.split
+    import spacy
+    from spacy.util import get_lang_class
+
+    try:
+        get_lang_class(spacy_tokenizer)
+        nlp = spacy.blank(spacy_tokenizer)
+    except (ImportError, KeyError, ValueError):
+        try:
+            nlp = spacy.load(spacy_tokenizer, exclude=["*"])
+        except OSError as err:
+            raise EmbedInputError(
+                f"--spacy-tokenizer {spacy_tokenizer!r} is neither a language code (e.g. 'en') "
+                f"nor a loadable spaCy pipeline: {err}"
+            ) from None
+    tokenizer = nlp.tokenizer
+    return lambda text: [t.text for t in tokenizer(text) if not t.text.isspace()]
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int, stateful: bool) -> List[List[int]]:
+    """Line indices per batch. Stateful: file order. Stateless: sorted by length."""
+    order = list(range(len(lengths)))
+    if not stateful:
+        order.sort(key=lambda i: -lengths[i])
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def select_layers(layers: numpy.ndarray, which: str) -> numpy.ndarray:
+    if which == "top":
+        return layers[-1]
+    if which == "average":
+        return layers.mean(axis=0)
+    return layers
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_json_atomic(path: Path, data: Dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data), encoding="utf8")
+    os.replace(tmp, path)
+
+
+def embed_file(
+    input_file: Path,
+    output_file: Path,
+    bilm: ElmoBiLM,
+    layers: str = "all",
+    batch_size: int = 64,
+    stateful: bool = False,
+    tokenize: Callable[[str], List[str]] = str.split,
+    settings: Optional[Dict] = None,
+    progress: bool = True,
+) -> int:
+    """Embed every line of ``input_file`` into ``output_file``; returns the line count.
+
+    ``settings`` identifies the run (weights, tokenizer...) so that a resumed
+    run refuses to mix outputs of different settings.
+    """
+    if layers not in LAYER_CHOICES:
+        raise EmbedInputError(f"--layers must be one of {LAYER_CHOICES}, got {layers!r}")
+    if batch_size < 1:
+        raise EmbedInputError(f"--batch-size must be >= 1, got {batch_size}")
+    input_file, output_file = Path(input_file), Path(output_file)
+    lines = read_lines(input_file)
+    sentences = [tokenize(line) for line in lines]
+    batches = plan_batches([len(s) for s in sentences], batch_size, stateful)
+    run_id = {
+        "input_sha256": _file_sha256(input_file),
+        "layers": layers,
+        "batch_size": batch_size,
+        "stateful": stateful,
+        **(settings or {}),
+    }
+    partial = output_file.with_name(output_file.name + ".partial")
+    progress_file = output_file.with_name(output_file.name + ".progress.json")
+    state_file = output_file.with_name(output_file.name + ".state.npz")
+    done_batches = 0
+    if partial.exists() and progress_file.exists():
+        saved = json.loads(progress_file.read_text(encoding="utf8"))
+        if saved.get("run") != run_id:
+            raise EmbedInputError(
+                f"{partial} holds a run with other settings or another input; "
+                f"delete it (and {progress_file.name}) or rerun with the same settings"
+            )
+        done_batches = int(saved["done_batches"])
+    else:
+        for stale in (partial, progress_file, state_file):
+            stale.unlink(missing_ok=True)
+    bilm.reset_states()
+    if stateful and done_batches:
+        bilm.import_states(dict(numpy.load(state_file)))
+    output_file.parent.mkdir(parents=True, exist_ok=True)
+    n_done_lines = sum(len(b) for b in batches[:done_batches])
+    bar = tqdm(
+        total=len(lines), initial=n_done_lines, unit="sent", desc="embed", disable=not progress, file=sys.stderr
+    )
+    with h5py.File(partial, "a") as out:
+        # Batches written after the last checkpoint are redone.
+        for batch in batches[done_batches:]:
+            for index in batch:
+                if str(index) in out:
+                    del out[str(index)]
+        last_checkpoint = time.monotonic()
+        for number in range(done_batches, len(batches)):
+            batch = batches[number]
+            vectors = bilm.embed_batch([sentences[i] for i in batch], stateful=stateful)
+            for index, array in zip(batch, vectors):
+                out.create_dataset(str(index), data=select_layers(array, layers).astype(numpy.float32))
+            bar.update(len(batch))
+            if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS or number == len(batches) - 1:
+                out.flush()
+                if stateful:
+                    numpy.savez(state_file, **bilm.export_states())
+                _write_json_atomic(progress_file, {"run": run_id, "done_batches": number + 1})
+                last_checkpoint = time.monotonic()
+        sentence_to_index = {line.strip(): str(i) for i, line in enumerate(lines)}
+        if "sentence_to_index" in out:
+            del out["sentence_to_index"]
+        index_dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
+        index_dataset[0] = json.dumps(sentence_to_index)
+    bar.close()
+    os.replace(partial, output_file)
+    progress_file.unlink(missing_ok=True)
+    state_file.unlink(missing_ok=True)
+    return len(lines)
+
+
+@app.command("embed")
+def embed_command(
+    input_file: Path = typer.Argument(..., help="Text file, one sentence per line (UTF-8). Blank lines give empty datasets."),
+    output_file: Path = typer.Argument(..., help="HDF5 file to write: dataset 'i' per line i, plus 'sentence_to_index'."),
+    options_file: Path = typer.Option(..., "--options-file", help="bilm-tf/AllenNLP options.json"),
+    weight_file: Path = typer.Option(..., "--weight-file", help="bilm-tf/AllenNLP weights.hdf5"),
+    layers: str = typer.Option("all", "--layers", help="all: (L+1, n, 2P); top: (n, 2P); average: (n, 2P) mean of the layers"),
+    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per batch"),
+    stateful: bool = typer.Option(
+        False, "--stateful", help="Carry LSTM state across batches like bilm-tf (lines run in file order)"
+    ),
+    spacy_tokenizer: Optional[str] = typer.Option(
+        None, "--spacy-tokenizer", help="Tokenise lines with spaCy: a language code ('en') or a pipeline name/path"
+    ),
+    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda:0"),
+):
+    """Embed a file of sentences with an ELMo biLM (like AllenNLP's `allennlp elmo`)."""
+    try:
+        bilm = ElmoBiLM.from_files(options_file, weight_file, device=device)
+        n = embed_file(
+            input_file,
+            output_file,
+            bilm,
+            layers=layers,
+            batch_size=batch_size,
+            stateful=stateful,
+            tokenize=make_tokenizer(spacy_tokenizer),
+            settings={
+                "options_file": str(Path(options_file).resolve()),
+                "weight_file": str(Path(weight_file).resolve()),
+                "spacy_tokenizer": spacy_tokenizer,
+            },
+        )
+    except ElmoError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(code=1)
+    typer.echo(f"wrote {n} sentences to {output_file}", err=True)

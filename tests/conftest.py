@@ -1,0 +1,54 @@
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from spacy_elmo.bilm import ElmoBiLM, ElmoOptions
+
+DATA = Path(__file__).parent / "data"
+REFERENCE = DATA / "bilm_tf_reference"
+
+
+def tiny_options(**overrides) -> ElmoOptions:
+    """A random-weight biLM small enough for exact checks in milliseconds."""
+    settings = dict(
+        char_dim=4,
+        filters=[(1, 4), (2, 6), (3, 8)],
+        n_highway=2,
+        projection_dim=8,
+        lstm_dim=16,
+        n_layers=2,
+        cell_clip=3.0,
+        proj_clip=3.0,
+        use_skip_connections=True,
+        activation="relu",
+    )
+    settings.update(overrides)
+    return ElmoOptions(**settings)
+
+
+def tiny_bilm(seed: int = 0, scale: float = 1.0, **overrides) -> ElmoBiLM:
+    """Random weights, including non-zero biases, so every term is exercised."""
+    torch.manual_seed(seed)
+    model = ElmoBiLM(tiny_options(**overrides))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(torch.randn_like(param) * scale * 0.5)
+        model.char_encoder.char_embed[0].zero_()
+    return model.eval()
+
+
+@pytest.fixture
+def reference_dir() -> Path:
+    return REFERENCE
+
+
+@pytest.fixture
+def reference_bilm() -> ElmoBiLM:
+    return ElmoBiLM.from_files(REFERENCE / "options.json", REFERENCE / "lm_weights.hdf5")
+
+
+@pytest.fixture
+def reference_sentences():
+    return [[s.split() for s in group] for group in json.loads((REFERENCE / "sentences.json").read_text())]
