@@ -1,0 +1,145 @@
+"""The biLM against a literal NumPy reading of the spec, for many configurations."""
+import numpy
+import pytest
+import torch
+
+from spacy_elmo.bilm import ElmoBiLM, batch_char_ids
+from spacy_elmo.bilm.lstm import ProjectedLstm
+
+from .conftest import tiny_bilm
+from .naive_elmo import naive_sentence_layers
+
+SENTENCES = [
+    ["The", "cat", "sat", "."],
+    ["Naïve", "café", "—", "“quoted”", "🙂"],
+    ["x" * 70, "a" * 47 + "é", "short"],  # over-long tokens, a cut inside a character
+    ["single"],
+    ["<S>", "literal", "</S>", "tokens"],
+    ["a", "b", "a", "b", "a", "b", "a", "b", "repeated", "tokens", "x"],
+]
+
+CONFIGS = {
+    "default": {},
+    "tanh_1_highway_no_clip_no_skip": dict(
+        activation="tanh", n_highway=1, cell_clip=0.0, proj_clip=0.0, use_skip_connections=False
+    ),
+    "no_highway_3_layers": dict(n_highway=0, n_layers=3),
+    "one_layer_short_tokens": dict(n_layers=1, max_characters_per_token=12),
+    "inference_char_count_261": dict(n_characters=261),
+}
+
+
+def _naive(model: ElmoBiLM, tokens, states=None):
+    return naive_sentence_layers(model.tf_arrays(), model.options.to_dict(), tokens, states)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_matches_naive_spec_reading(name):
+    model = tiny_bilm(seed=1, **CONFIGS[name])
+    outputs = model.embed_batch(SENTENCES)
+    for tokens, got in zip(SENTENCES, outputs):
+        expected, _ = _naive(model, tokens)
+        assert got.shape == (model.options.n_layers + 1, len(tokens), 2 * model.options.projection_dim)
+        assert got.dtype == numpy.float32
+        numpy.testing.assert_allclose(got, expected, atol=2e-5, rtol=1e-4)
+
+
+def test_clipping_really_fires_and_is_applied():
+    model = tiny_bilm(seed=2, scale=4.0, cell_clip=0.5, proj_clip=0.25)
+    unclipped = tiny_bilm(seed=2, scale=4.0, cell_clip=0.0, proj_clip=0.0)
+    tokens = SENTENCES[0]
+    got = model.embed_batch([tokens])[0]
+    expected, _ = _naive(model, tokens)
+    numpy.testing.assert_allclose(got, expected, atol=2e-5, rtol=1e-4)
+    # The first LSTM layer's output is the clipped projection itself (no residual).
+    assert numpy.abs(got[1]).max() == pytest.approx(0.25)
+    assert numpy.abs(unclipped.embed_batch([tokens])[0][1]).max() > 0.5
+
+
+def test_inference_and_training_paths_agree(monkeypatch):
+    model = tiny_bilm(seed=3)
+    ids, lengths = (torch.from_numpy(a) for a in batch_char_ids(SENTENCES))
+    with torch.no_grad():
+        packed = model(ids, lengths)
+        monkeypatch.setattr(ProjectedLstm, "use_packed_weights", False)
+        unpacked = model(ids, lengths)
+    trained = model.train()(ids, lengths)  # autograd path
+    assert trained.requires_grad
+    torch.testing.assert_close(packed, unpacked, atol=1e-6, rtol=0)
+    torch.testing.assert_close(trained.detach(), unpacked, atol=1e-6, rtol=0)
+    trained.sum().backward()
+    assert model.bilstm.backward_layers[1].state_weight.grad.abs().sum() > 0
+    assert model.char_encoder.char_embed.grad[0].abs().sum() == 0  # padding row stays zero
+
+
+def test_outputs_are_zero_at_padding():
+    model = tiny_bilm()
+    ids, lengths = (torch.from_numpy(a) for a in batch_char_ids([["a", "b", "c"], ["d"]]))
+    with torch.no_grad():
+        layers = model(ids, lengths)
+    assert layers.shape == (3, 2, 5, 16)
+    assert layers[:, 1, 3:].abs().sum() == 0
+    assert layers[:, 1, :3].abs().sum() > 0
+
+
+def test_stateless_vectors_do_not_depend_on_batch():
+    model = tiny_bilm(seed=4)
+    together = model.embed_batch(SENTENCES)
+    alone = [model.embed_batch([s])[0] for s in SENTENCES]
+    reordered = model.embed_batch(SENTENCES[::-1])[::-1]
+    for a, b, c in zip(together, alone, reordered):
+        numpy.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+        numpy.testing.assert_allclose(a, c, atol=1e-5, rtol=0)
+    # and calling again gives the same (no hidden state in stateless mode)
+    for a, b in zip(together, model.embed_batch(SENTENCES)):
+        numpy.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+
+
+def test_stateless_batching_of_many_sentences(monkeypatch):
+    """More sentences than one internal batch holds: results still in input order."""
+    import spacy_elmo.bilm.model as model_module
+
+    monkeypatch.setattr(model_module, "MAX_BATCH_ROWS", 2)
+    model = tiny_bilm(seed=5)
+    outputs = model.embed_batch(SENTENCES)
+    for tokens, got in zip(SENTENCES, outputs):
+        numpy.testing.assert_allclose(got, _naive(model, tokens)[0], atol=2e-5, rtol=1e-4)
+
+
+def test_empty_inputs():
+    model = tiny_bilm()
+    assert model.embed_batch([]) == []
+    out = model.embed_batch([[], ["a"]])
+    assert out[0].shape == (3, 0, 16)
+    assert out[1].shape == (3, 1, 16)
+
+
+def test_stateful_rows_follow_the_reference_rules():
+    """Row r of a batch starts from row r's final state of the previous batch;
+    new rows start at zero; a smaller batch leaves the other rows' states alone."""
+    model = tiny_bilm(seed=6)
+    batches = [SENTENCES[0:3], SENTENCES[3:5], SENTENCES[1:5], [SENTENCES[5]]]
+    row_states = {}
+    for batch in batches:
+        outputs = model.embed_batch(batch, stateful=True)
+        for row, (tokens, got) in enumerate(zip(batch, outputs)):
+            state = row_states.get(row)
+            expected, finals = _naive(model, tokens, state)
+            numpy.testing.assert_allclose(got, expected, atol=3e-5, rtol=1e-4)
+            row_states[row] = finals
+    # The carried state changes results: a fresh stateless run differs.
+    stateless = model.embed_batch(batches[-1])[0]
+    assert numpy.abs(stateless - outputs[0]).max() > 1e-3
+
+
+def test_state_export_import_round_trip():
+    model = tiny_bilm(seed=7)
+    model.embed_batch(SENTENCES[:3], stateful=True)
+    saved = model.export_states()
+    after_a = model.embed_batch(SENTENCES[3:6], stateful=True)
+    model.reset_states()
+    assert model.export_states() == {}
+    model.import_states(saved)
+    after_b = model.embed_batch(SENTENCES[3:6], stateful=True)
+    for a, b in zip(after_a, after_b):
+        numpy.testing.assert_array_equal(a, b)

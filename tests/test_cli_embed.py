@@ -1,0 +1,183 @@
+"""`python -m spacy_elmo embed`: AllenNLP-compatible output, resume, errors."""
+import json
+import subprocess
+import sys
+
+import h5py
+import numpy
+import pytest
+from typer.testing import CliRunner
+
+from spacy_elmo.bilm import ElmoBiLM
+from spacy_elmo.cli import app
+from spacy_elmo.cli import embed as embed_module
+
+from .conftest import tiny_bilm
+
+LINES = [
+    "The quick brown fox .",
+    "Blank lines are kept as empty datasets :",
+    "",
+    "Naïve café — “quotes” 🙂",
+    "short",
+    "A much longer sentence with many more tokens than the others here .",
+    "The quick brown fox .",
+]
+
+
+@pytest.fixture
+def files(tmp_path):
+    model = tiny_bilm(seed=21)
+    options, weights = tmp_path / "options.json", tmp_path / "weights.hdf5"
+    model.to_files(options, weights)
+    text = tmp_path / "input.txt"
+    text.write_text("\n".join(LINES) + "\n", encoding="utf8")
+    return tmp_path, options, weights, text
+
+
+def run_embed(options, weights, text, out, *extra):
+    args = ["embed", str(text), str(out), "--options-file", str(options), "--weight-file", str(weights), *extra]
+    return CliRunner().invoke(app, args)
+
+
+def read_output(path):
+    with h5py.File(path, "r") as f:
+        data = {k: f[k][...] for k in f if k != "sentence_to_index"}
+        index = json.loads(f["sentence_to_index"][0])
+    return data, index
+
+
+@pytest.mark.parametrize("layers", ["all", "top", "average"])
+def test_layers_and_allennlp_layout(files, layers):
+    tmp, options, weights, text = files
+    result = run_embed(options, weights, text, tmp / "out.hdf5", "--layers", layers, "--batch-size", "2")
+    assert result.exit_code == 0, result.output
+    data, index = read_output(tmp / "out.hdf5")
+    assert sorted(data, key=int) == [str(i) for i in range(len(LINES))]
+    expected = ElmoBiLM.from_files(options, weights).embed_batch([line.split() for line in LINES])
+    for i, full in enumerate(expected):
+        want = {"all": full, "top": full[-1], "average": full.mean(axis=0)}[layers]
+        assert data[str(i)].shape == want.shape
+        numpy.testing.assert_allclose(data[str(i)], want, atol=1e-5)
+    assert data["2"].shape[-2] == 0  # the blank line
+    assert index["Naïve café — “quotes” 🙂"] == "3"
+    assert index["The quick brown fox ."] == "6"  # repeated sentences map to the last line, like AllenNLP
+    assert not list(tmp.glob("out.hdf5.*"))  # no partial/progress files left
+
+
+def test_stateful_runs_lines_in_file_order(files):
+    tmp, options, weights, text = files
+    assert run_embed(options, weights, text, tmp / "s.hdf5", "--stateful", "--batch-size", "3").exit_code == 0
+    data, _ = read_output(tmp / "s.hdf5")
+    model = ElmoBiLM.from_files(options, weights)
+    sentences = [line.split() for line in LINES]
+    for start in range(0, len(LINES), 3):
+        batch = model.embed_batch(sentences[start : start + 3], stateful=True)
+        for offset, want in enumerate(batch):
+            numpy.testing.assert_allclose(data[str(start + offset)], want, atol=1e-5)
+    stateless, _ = read_output_after(run_embed, files, "plain.hdf5")
+    assert numpy.abs(stateless["4"] - data["4"]).max() > 1e-4
+
+
+def read_output_after(runner, files, name, *extra):
+    tmp, options, weights, text = files
+    assert runner(options, weights, text, tmp / name, *extra).exit_code == 0
+    return read_output(tmp / name)
+
+
+@pytest.mark.parametrize("stateful", [False, True])
+def test_interrupted_run_resumes_to_the_same_output(files, monkeypatch, stateful):
+    tmp, options, weights, text = files
+    flags = ["--batch-size", "2"] + (["--stateful"] if stateful else [])
+    reference, _ = read_output_after(run_embed, files, "full.hdf5", *flags)
+
+    monkeypatch.setattr(embed_module, "CHECKPOINT_SECONDS", 0.0)
+    original = ElmoBiLM.embed_batch
+    calls = {"n": 0}
+
+    def crash_on_third_batch(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ElmoBiLM, "embed_batch", crash_on_third_batch)
+    out = tmp / "resumed.hdf5"
+    with pytest.raises(KeyboardInterrupt):
+        embed_module.embed_file(text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=stateful, progress=False)
+    assert not out.exists() and out.with_name("resumed.hdf5.partial").exists()
+    progress = json.loads(out.with_name("resumed.hdf5.progress.json").read_text())
+    assert progress["done_batches"] == 2
+
+    monkeypatch.setattr(ElmoBiLM, "embed_batch", original)
+    resumed_calls = {"n": 0}
+
+    def counting(self, *args, **kwargs):
+        resumed_calls["n"] += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ElmoBiLM, "embed_batch", counting)
+    embed_module.embed_file(text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=stateful, progress=False)
+    assert resumed_calls["n"] == 2  # 4 batches in all, 2 were done before the crash
+    data, _ = read_output(out)
+    assert sorted(data) == sorted(reference)
+    for key in reference:
+        numpy.testing.assert_allclose(data[key], reference[key], atol=1e-6)
+
+
+def test_resume_with_other_settings_is_refused(files, monkeypatch):
+    tmp, options, weights, text = files
+    out = tmp / "o.hdf5"
+    out.with_name("o.hdf5.partial").write_bytes(b"")
+    out.with_name("o.hdf5.progress.json").write_text(json.dumps({"run": {"layers": "top"}, "done_batches": 1}))
+    result = run_embed(options, weights, text, out)
+    assert result.exit_code == 1
+    assert "holds a run with other settings" in result.output
+
+
+def test_invalid_utf8_names_the_line(files):
+    tmp, options, weights, _ = files
+    bad = tmp / "bad.txt"
+    bad.write_bytes(b"fine line\nsecond \xff\xfe line\n")
+    result = run_embed(options, weights, bad, tmp / "o.hdf5")
+    assert result.exit_code == 1
+    assert "bad.txt, line 2: not valid UTF-8 (byte 0xff at byte offset 7)" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_weight_file_is_a_clean_error(files):
+    tmp, options, _, text = files
+    junk = tmp / "junk.hdf5"
+    junk.write_text("not a model")
+    result = run_embed(options, junk, text, tmp / "o.hdf5")
+    assert result.exit_code == 1
+    assert "junk.hdf5: not an HDF5 file" in result.output
+
+
+def test_bad_layers_choice(files):
+    tmp, options, weights, text = files
+    result = run_embed(options, weights, text, tmp / "o.hdf5", "--layers", "middle")
+    assert result.exit_code == 1 and "--layers must be one of" in result.output
+
+
+def test_spacy_tokenizer_option(files):
+    tmp, options, weights, _ = files
+    text = tmp / "raw.txt"
+    text.write_text("Don't split me naively.\n", encoding="utf8")
+    data, _ = read_output_after(run_embed, (tmp, options, weights, text), "tok.hdf5", "--spacy-tokenizer", "en")
+    assert data["0"].shape[1] == 6  # Do n't split me naively .
+    plain, _ = read_output_after(run_embed, (tmp, options, weights, text), "plain.hdf5")
+    assert plain["0"].shape[1] == 4
+
+
+def test_module_entry_point(files):
+    tmp, options, weights, text = files
+    out = tmp / "module.hdf5"
+    proc = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "embed", str(text), str(out),
+         "--options-file", str(options), "--weight-file", str(weights), "--layers", "top"],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "sent/s" in proc.stderr  # the progress bar
+    assert read_output(out)[0]["0"].shape == (5, 16)
