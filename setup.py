@@ -33,6 +33,17 @@ setup(
     },
     entry_points={
         "console_scripts": ["spacy-elmo = spacy_elmo.cli:main"],
+        "spacy_factories": ["elmo = spacy_elmo.pipeline.elmo:make_elmo"],
+        "spacy_architectures": [
+            "spacy-elmo.ElmoBiLM.v1 = spacy_elmo.architectures:build_elmo_bilm_v1",
+            "spacy-elmo.ElmoListener.v1 = spacy_elmo.architectures:build_elmo_listener_v1",
+            "spacy-elmo.ElmoStandalone.v1 = spacy_elmo.architectures:build_elmo_standalone_v1",
+            "spacy-elmo.ElmoConcat.v1 = spacy_elmo.architectures:build_elmo_concat_v1",
+        ],
+        "spacy_misc": [
+            "spacy-elmo.WeightsFromFiles.v1 = spacy_elmo.loaders:weights_from_files_v1",
+            "spacy-elmo.WeightsFromDir.v1 = spacy_elmo.loaders:weights_from_dir_v1",
+        ],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -9,10 +9,14 @@ from torch import Tensor, nn
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
 from .lstm import BiLstm, State
+from .errors import ElmoFileNotFoundError
 from .options import ElmoOptions
 from .weights import lstm_prefix, read_weights, write_weights
 
 PathLike = Union[str, Path]
+# File names inside a biLM directory (what `pretrain` writes).
+OPTIONS_NAME = "options.json"
+WEIGHTS_NAME = "weights.hdf5"
 # Stateless embed_batch groups length-sorted sentences into batches of at most
 # this many padded positions (and this many rows): big enough for efficient
 # matmuls, small enough to bound memory on long inputs.
@@ -48,6 +52,14 @@ class ElmoBiLM(nn.Module):
         model = cls(options)
         model.load_tf_arrays(read_weights(options, weight_file))
         return model.to(device).eval()
+
+    @classmethod
+    def from_dir(cls, path: PathLike, device: Union[str, torch.device] = "cpu") -> "ElmoBiLM":
+        """Load a directory holding ``options.json`` + ``weights.hdf5`` (e.g. a pretraining output)."""
+        path = Path(path)
+        if not path.is_dir():
+            raise ElmoFileNotFoundError(f"biLM directory not found: {path}")
+        return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device)
 
     def to_files(self, options_file: PathLike, weight_file: PathLike) -> None:
         """Write the bilm-tf layout (readable by ``from_files``, bilm-tf and AllenNLP)."""
@@ -190,7 +202,7 @@ class ElmoBiLM(nn.Module):
         if stateful:
             groups = [list(range(len(sentences)))] if sentences else []
         else:
-            groups = _length_batches([len(s) for s in sentences])
+            groups = length_batches([len(s) for s in sentences])
         max_chars = self.options.max_characters_per_token
         with torch.no_grad():
             for group in groups:
@@ -202,8 +214,9 @@ class ElmoBiLM(nn.Module):
         return results  # type: ignore[return-value]
 
 
-def _length_batches(lengths: Sequence[int]) -> List[List[int]]:
-    """Indices grouped into batches of similar length (longest first)."""
+def length_batches(lengths: Sequence[int]) -> List[List[int]]:
+    """Sentence indices grouped into batches of similar length (longest first),
+    each within ``MAX_BATCH_POSITIONS`` padded positions and ``MAX_BATCH_ROWS`` rows."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     groups: List[List[int]] = []
     current: List[int] = []

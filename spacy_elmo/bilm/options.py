@@ -55,6 +55,32 @@ class ElmoOptions:
         """The 2L+1 representations as L+1 layers of width 2P (layer 0 is [x; x])."""
         return self.n_layers + 1
 
+    # The settings that shape the network (n_characters 261/262 are the same network).
+    ARCHITECTURE_KEYS = (
+        ("char_cnn.embedding.dim", "char_dim"),
+        ("char_cnn.filters", "filters"),
+        ("char_cnn.n_highway", "n_highway"),
+        ("char_cnn.activation", "activation"),
+        ("char_cnn.max_characters_per_token", "max_characters_per_token"),
+        ("lstm.projection_dim", "projection_dim"),
+        ("lstm.dim", "lstm_dim"),
+        ("lstm.n_layers", "n_layers"),
+        ("lstm.cell_clip", "cell_clip"),
+        ("lstm.proj_clip", "proj_clip"),
+        ("lstm.use_skip_connections", "use_skip_connections"),
+    )
+
+    def differences(self, other: "ElmoOptions") -> List[str]:
+        """Human-readable differences in architecture: ``"lstm.dim: 64 here, 128 there"``."""
+        found = []
+        for key, attr in self.ARCHITECTURE_KEYS:
+            mine, theirs = getattr(self, attr), getattr(other, attr)
+            if attr == "filters":
+                mine, theirs = [list(f) for f in mine], [list(f) for f in theirs]
+            if mine != theirs:
+                found.append(f"{key} is {mine!r} in {self.source} but {theirs!r} in {other.source}")
+        return found
+
     def _fail(self, key: str, message: str) -> None:
         raise ElmoOptionsError(f"{self.source}: option '{key}' {message}")
 

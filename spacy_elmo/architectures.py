@@ -1,0 +1,109 @@
+"""Registered model builders (the names configs use). Builders only: the
+layers themselves live in ``spacy_elmo.layers``."""
+from typing import List, Optional
+
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import Model, concatenate
+from thinc.types import Floats2d, Floats3d
+
+from .bilm import ElmoError, ElmoOptions
+from .layers.bilm_model import build_bilm_model
+from .layers.listener import build_listener, build_standalone, replace_listener, replace_listener_cfg
+from .layers.scalar_mix import build_scalar_mix
+
+_SIZES = ("char_dim", "filters", "n_highway", "projection_dim", "lstm_dim", "n_layers")
+
+
+@registry.architectures("spacy-elmo.ElmoBiLM.v1")
+def build_elmo_bilm_v1(
+    char_dim: Optional[int] = None,
+    filters: Optional[List[List[int]]] = None,
+    n_highway: Optional[int] = None,
+    projection_dim: Optional[int] = None,
+    lstm_dim: Optional[int] = None,
+    n_layers: Optional[int] = None,
+    cell_clip: float = 3.0,
+    proj_clip: float = 3.0,
+    use_skip_connections: bool = True,
+    activation: str = "relu",
+    max_characters_per_token: int = 50,
+    max_segment_length: int = 256,
+) -> Model[List[Doc], List[Floats3d]]:
+    """The ELMo biLM: one ``(L+1, n_tokens, 2P)`` array per doc.
+
+    The sizes are options.json's (char_cnn.embedding.dim, char_cnn.filters,
+    char_cnn.n_highway, lstm.projection_dim, lstm.dim, lstm.n_layers, ...);
+    weights that disagree with them are refused. Leave all six sizes null to
+    take every setting from the weights instead. The biLM runs per sentence
+    (when the doc has sentence boundaries), in windows of at most
+    ``max_segment_length`` tokens.
+    """
+    given = {name: value for name, value in zip(_SIZES, (char_dim, filters, n_highway, projection_dim, lstm_dim, n_layers))}
+    missing = [name for name, value in given.items() if value is None]
+    if missing and len(missing) != len(_SIZES):
+        raise ElmoError(
+            f"spacy-elmo.ElmoBiLM.v1: set all of {', '.join(_SIZES)} or none of them (missing: {', '.join(missing)})"
+        )
+    options = None
+    if not missing:
+        options = ElmoOptions(
+            cell_clip=cell_clip,
+            proj_clip=proj_clip,
+            use_skip_connections=use_skip_connections,
+            activation=activation,
+            max_characters_per_token=max_characters_per_token,
+            source="[components.elmo.model]",
+            **given,  # type: ignore[arg-type]
+        )
+    model = build_bilm_model(options, max_segment_length=max_segment_length)
+    # Read by nlp.replace_listeners (on the producer's model, as spaCy expects).
+    model.attrs["replace_listener"] = replace_listener
+    model.attrs["replace_listener_cfg"] = replace_listener_cfg
+    return model
+
+
+@registry.architectures("spacy-elmo.ElmoListener.v1")
+def build_elmo_listener_v1(
+    upstream: str = "*",
+    width: Optional[int] = None,
+    n_layers: Optional[int] = None,
+    layer_norm: bool = False,
+    dropout: float = 0.0,
+    layer_dropout: float = 0.0,
+    mix_l2: float = 0.0,
+    grad_factor: float = 0.0,
+) -> Model[List[Doc], List[Floats2d]]:
+    """ELMo for a downstream component: the upstream elmo component's layers
+    through this component's own scalar mix (paper eq. 2).
+
+    width/n_layers: 2P and L+1 (null: from the elmo component). grad_factor 0
+    keeps the biLM frozen (the paper's feature-based use); > 0 fine-tunes it.
+    """
+    mix = build_scalar_mix(n_layers, width, layer_norm, dropout, layer_dropout, mix_l2)
+    return build_listener(mix, upstream=upstream, grad_factor=grad_factor)
+
+
+@registry.architectures("spacy-elmo.ElmoStandalone.v1")
+def build_elmo_standalone_v1(
+    bilm: Model[List[Doc], List[Floats3d]],
+    width: Optional[int] = None,
+    n_layers: Optional[int] = None,
+    layer_norm: bool = False,
+    dropout: float = 0.0,
+    layer_dropout: float = 0.0,
+    mix_l2: float = 0.0,
+    grad_factor: float = 0.0,
+) -> Model[List[Doc], List[Floats2d]]:
+    """A biLM owned by one component plus its scalar mix (what replace_listeners makes)."""
+    mix = build_scalar_mix(n_layers, width, layer_norm, dropout, layer_dropout, mix_l2)
+    return build_standalone(bilm, mix, grad_factor=grad_factor)
+
+
+@registry.architectures("spacy-elmo.ElmoConcat.v1")
+def build_elmo_concat_v1(
+    elmo: Model[List[Doc], List[Floats2d]], tok2vec: Model[List[Doc], List[Floats2d]]
+) -> Model[List[Doc], List[Floats2d]]:
+    """The paper's ``[x_k; ELMo_k]``: the ELMo mix next to a trainable token
+    representation (e.g. spaCy's MultiHashEmbed + encoder)."""
+    return concatenate(elmo, tok2vec)

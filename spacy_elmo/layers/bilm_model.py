@@ -1,0 +1,222 @@
+"""The biLM as a thinc model: ``List[Doc] -> List[Floats3d]``, one
+``(L+1, n_tokens, 2P)`` array per doc.
+
+The torch module sits in a ``PyTorchWrapper_v3`` (v2 plus serialization
+hooks). Its sizes may be unknown when the model is built (a config with null
+sizes): they arrive with the weights (``set_bilm``), and a serialized model
+carries its options, so loading rebuilds the right-sized module without the
+original files.
+
+Prediction runs per segment (sentence or window), length-batched, through a
+bounded cache; training (fine-tuning) runs the whole batch with autograd.
+"""
+from io import BytesIO
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import srsly
+import torch
+from spacy.tokens import Doc
+from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_device, torch2xp, xp2torch
+from thinc.types import Floats3d
+
+from ..bilm import ElmoBiLM, ElmoError, ElmoOptions, batch_char_ids
+from ..bilm.model import length_batches
+from .cache import LayerCache
+from .segments import Segment, batch_segments
+
+BilmModel = Model[List[Doc], List[Floats3d]]
+
+
+class ElmoNoWeightsError(ElmoError):
+    """The biLM has no weights yet."""
+
+
+def build_bilm_model(
+    options: Optional[ElmoOptions], max_segment_length: int = 256, cache_mb: float = 0.0
+) -> BilmModel:
+    """``options=None`` defers the sizes until weights are set."""
+    if max_segment_length < 1:
+        raise ElmoError(f"max_segment_length must be >= 1, got {max_segment_length}")
+    wrapper = PyTorchWrapper_v3(
+        ElmoBiLM(options) if options is not None else torch.nn.Module(),
+        convert_inputs=_convert_inputs,
+        convert_outputs=_convert_outputs,
+        serialize_model=_serialize_bilm,
+        deserialize_model=_deserialize_bilm,
+    )
+    return Model(
+        "elmo_bilm",
+        bilm_forward,
+        layers=[wrapper],
+        dims={
+            "nO": options.output_dim if options else None,
+            "nL": options.n_output_layers if options else None,
+        },
+        attrs={
+            "max_segment_length": max_segment_length,
+            "cache": LayerCache(cache_mb),
+            # The sizes the config asked for (None: whatever the weights have).
+            "expected_options": options.to_dict() if options else None,
+        },
+    )
+
+
+def get_bilm(model: BilmModel) -> Optional[ElmoBiLM]:
+    bilm = model.layers[0].shims[0]._model
+    return bilm if isinstance(bilm, ElmoBiLM) else None
+
+
+def set_bilm(model: BilmModel, bilm: ElmoBiLM) -> None:
+    """Give the model its weights (checked against the sizes the config asked for)."""
+    expected = model.attrs["expected_options"]
+    if expected is not None:
+        wanted = ElmoOptions.from_dict(expected, source="the component's model config")
+        differences = wanted.differences(bilm.options)
+        if differences:
+            raise ElmoError(
+                f"the biLM weights ({bilm.options.source}) do not fit the elmo model config: "
+                + "; ".join(differences)
+                + ". Set these sizes in [components.elmo.model] (or set them all to null to take "
+                "the sizes from the weights)."
+            )
+    # thinc's shims keep their module in `_model`; there is no public setter.
+    model.layers[0].shims[0]._model = bilm.to(get_torch_default_device()).eval()
+    model.set_dim("nO", bilm.output_dim, force=True)
+    model.set_dim("nL", bilm.n_output_layers, force=True)
+    model.attrs["cache"].clear()
+
+
+def set_cache_size(model: BilmModel, max_mb: float) -> None:
+    """Bound the memory of cached biLM outputs (0 disables the cache)."""
+    if max_mb < 0:
+        raise ElmoError(f"cache_size_mb must be >= 0, got {max_mb}")
+    model.attrs["cache"] = LayerCache(max_mb)
+
+
+def _weights_key(bilm: ElmoBiLM) -> Tuple:
+    # Optimizer steps swap `.data` (new pointer); use_params/load_state_dict bump versions.
+    return tuple((p.data_ptr(), p._version) for p in bilm.parameters())
+
+
+def _require_bilm(model: BilmModel) -> ElmoBiLM:
+    bilm = get_bilm(model)
+    if bilm is None:
+        raise ElmoNoWeightsError(
+            "the ELMo biLM has no weights yet: load them (see the 'elmo' component's "
+            "options_file/weight_file/bilm_dir settings or [initialize.components.elmo.weights])"
+        )
+    return bilm
+
+
+def bilm_forward(model: BilmModel, docs: Sequence[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
+    bilm = _require_bilm(model)
+    segments, texts = batch_segments(docs, model.attrs["max_segment_length"])
+    if is_train:
+        return _forward_with_gradients(model, bilm, docs, segments, texts)
+    return _predict(model, bilm, docs, segments, texts), _no_gradient
+
+
+def _no_gradient(d_layers: Any) -> List:
+    return []
+
+
+def _predict(model: BilmModel, bilm: ElmoBiLM, docs, segments, texts) -> List[Floats3d]:
+    cache: LayerCache = model.attrs["cache"]
+    cache.check_weights(_weights_key(bilm))
+    outputs: List[Optional[Floats3d]] = [None] * len(texts)
+    todo: Dict[Tuple[str, ...], List[int]] = {}  # each distinct segment computed once
+    for k, key in enumerate(texts):
+        hit = cache.get(key) if cache.max_bytes else None
+        if hit is None:
+            todo.setdefault(key, []).append(k)
+        else:
+            outputs[k] = hit
+    keys = list(todo)
+    wrapper = model.layers[0]
+    xp = model.ops.xp
+    max_chars = bilm.options.max_characters_per_token
+    for group in length_batches([len(key) for key in keys]):
+        batch = [keys[i] for i in group]
+        ids, lengths = batch_char_ids(batch, max_chars)
+        layers = wrapper.predict((ids, lengths))
+        for row, key in enumerate(batch):
+            output = xp.ascontiguousarray(layers[:, row, 1 : lengths[row] - 1])
+            for k in todo[key]:
+                outputs[k] = output
+            cache.put(key, output)
+    return _assemble(model, docs, segments, outputs)
+
+
+def _assemble(model: BilmModel, docs, segments: List[Segment], outputs) -> List[Floats3d]:
+    per_doc: List[List[Floats3d]] = [[] for _ in docs]
+    for (index, _, _), output in zip(segments, outputs):
+        per_doc[index].append(output)
+    n_layers, width = model.get_dim("nL"), model.get_dim("nO")
+    result = []
+    for parts in per_doc:
+        if not parts:
+            result.append(model.ops.alloc3f(n_layers, 0, width))
+        elif len(parts) == 1:
+            result.append(parts[0])
+        else:
+            result.append(model.ops.xp.concatenate(parts, axis=1))
+    return result
+
+
+def _forward_with_gradients(model: BilmModel, bilm: ElmoBiLM, docs, segments, texts):
+    """Fine-tuning: one autograd batch, no cache (the weights are about to change)."""
+    if not segments:
+        return [model.ops.alloc3f(model.get_dim("nL"), 0, model.get_dim("nO")) for _ in docs], _no_gradient
+    ids, lengths = batch_char_ids(texts, bilm.options.max_characters_per_token)
+    layers, backprop_layers = model.layers[0]((ids, lengths), is_train=True)
+    outputs = [layers[:, k, 1 : lengths[k] - 1] for k in range(len(segments))]
+    doc_outputs = _assemble(model, docs, segments, outputs)
+
+    def backprop(d_docs: List[Floats3d]) -> List:
+        d_layers = model.ops.alloc(layers.shape, dtype=layers.dtype)
+        offsets = [0] * len(docs)
+        for k, (index, start, end) in enumerate(segments):
+            n = end - start
+            d_layers[:, k, 1 : 1 + n] = d_docs[index][:, offsets[index] : offsets[index] + n]
+            offsets[index] += n
+        backprop_layers(d_layers)
+        return []
+
+    return doc_outputs, backprop
+
+
+# -- the PyTorchWrapper's conversions ---------------------------------------
+def _convert_inputs(model: Model, X: Tuple[Any, Any], is_train: bool):
+    ids, lengths = X
+    return ArgsKwargs(args=(torch.from_numpy(ids), torch.from_numpy(lengths)), kwargs={}), _no_gradient
+
+
+def _convert_outputs(model: Model, inputs_outputs, is_train: bool):
+    _, layers_torch = inputs_outputs
+    layers = torch2xp(layers_torch, ops=model.ops)
+
+    def backprop(d_layers) -> ArgsKwargs:
+        grads = xp2torch(d_layers, device=layers_torch.device)
+        return ArgsKwargs(args=(layers_torch,), kwargs={"grad_tensors": grads})
+
+    return layers, backprop
+
+
+def _serialize_bilm(bilm: Any) -> bytes:
+    if not isinstance(bilm, ElmoBiLM):
+        return srsly.msgpack_dumps({"options": None, "state": b""})
+    buffer = BytesIO()
+    torch.save(bilm.state_dict(), buffer)
+    return srsly.msgpack_dumps({"options": bilm.options.to_dict(), "state": buffer.getvalue()})
+
+
+def _deserialize_bilm(current: Any, data: bytes, device: "torch.device") -> Any:
+    msg = srsly.msgpack_loads(data)
+    if msg["options"] is None:
+        return current
+    options = ElmoOptions.from_dict(msg["options"], source="the serialized elmo model")
+    bilm = current if isinstance(current, ElmoBiLM) and current.options == options else ElmoBiLM(options)
+    # weights_only: a saved pipeline holds tensors, never code to run.
+    state = torch.load(BytesIO(msg["state"]), map_location=device, weights_only=True)
+    bilm.load_state_dict(state)
+    return bilm.to(device).eval()

@@ -1,0 +1,74 @@
+"""A bounded LRU cache of biLM outputs, keyed by a segment's token texts.
+
+Stateless vectors depend only on the segment's tokens (and the weights), so a
+cached result is exact. The cache clears itself when the weights change.
+"""
+from collections import OrderedDict
+from typing import Any, Hashable, Optional
+
+from thinc.api import deserialize_attr, serialize_attr
+
+
+class LayerCache:
+    def __init__(self, max_mb: float = 0.0) -> None:
+        self.max_bytes = int(max_mb * 2**20)
+        self._entries: "OrderedDict[Hashable, Any]" = OrderedDict()
+        self._nbytes = 0
+        self._weights_key: Optional[Hashable] = None
+        self.hits = 0
+        self.misses = 0
+
+    def __deepcopy__(self, memo) -> "LayerCache":
+        # Copies of a model (e.g. nlp.replace_listeners) start with an empty cache.
+        return LayerCache(self.max_bytes / 2**20)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    def check_weights(self, weights_key: Hashable) -> None:
+        """Drop everything if the weights changed since the entries were made."""
+        if weights_key != self._weights_key:
+            self.clear()
+            self._weights_key = weights_key
+
+    def get(self, key: Hashable) -> Optional[Any]:
+        value = self._entries.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self._entries.move_to_end(key)
+        self.hits += 1
+        return value
+
+    def put(self, key: Hashable, value: Any) -> None:
+        size = int(value.nbytes)
+        if size > self.max_bytes or key in self._entries:
+            return
+        if hasattr(value, "flags"):
+            value.flags.writeable = False  # shared by every later lookup
+        self._entries[key] = value
+        self._nbytes += size
+        while self._nbytes > self.max_bytes:
+            _, evicted = self._entries.popitem(last=False)
+            self._nbytes -= int(evicted.nbytes)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._nbytes = 0
+
+
+# The cache is working memory, never part of a saved model.
+@serialize_attr.register(LayerCache)
+def _serialize_cache(_, value: LayerCache, name: str, model) -> bytes:
+    return b""
+
+
+@deserialize_attr.register(LayerCache)
+def _deserialize_cache(_, value: bytes, name: str, model) -> LayerCache:
+    current = model.attrs[name]
+    current.clear()
+    return current

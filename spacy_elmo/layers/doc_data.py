@@ -1,0 +1,89 @@
+"""What the elmo component leaves on a Doc, and how listeners read it back.
+
+Kept in ``doc.user_data`` as plain arrays:
+
+* ``layers``: all ``(L+1, n, 2P)`` layers (store="all"), float32 or float16;
+* ``mix``: only the token mix ``(n, 2P)`` (store="mix");
+* ``token_mix``: the layer weights behind ``token._.elmo``;
+* ``pending``: a full-precision copy for downstream listeners when the stored
+  form is not (float16, mix only, or nothing stored); each listening
+  component takes it once and the last one frees it.
+"""
+from typing import List, Optional, Sequence
+
+import numpy
+from spacy.tokens import Doc
+
+KEY_LAYERS = ("spacy_elmo", "layers")
+KEY_MIX = ("spacy_elmo", "mix")
+KEY_TOKEN_MIX = ("spacy_elmo", "token_mix")
+KEY_PENDING = ("spacy_elmo", "pending")
+STORE_CHOICES = ("all", "mix", "none")
+DTYPE_CHOICES = ("float32", "float16")
+
+
+def token_mix_weights(token_mix: Optional[Sequence[float]], n_layers: int) -> List[float]:
+    """Normalised layer weights; None means the plain average."""
+    if token_mix is None:
+        return [1.0 / n_layers] * n_layers
+    return [float(w) / float(sum(token_mix)) for w in token_mix]
+
+
+def store_doc_layers(
+    doc: Doc,
+    layers,
+    *,
+    store: str,
+    dtype: str,
+    token_mix: List[float],
+    n_listening_components: int,
+) -> None:
+    """Annotate one doc with its ``(L+1, n, 2P)`` float32 layers."""
+    for key in (KEY_LAYERS, KEY_MIX, KEY_PENDING):
+        doc.user_data.pop(key, None)
+    layers = _to_numpy(layers)
+    if store == "all":
+        doc.user_data[KEY_LAYERS] = layers.astype(dtype, copy=False)
+    elif store == "mix":
+        weights = numpy.asarray(token_mix, dtype="float32")
+        doc.user_data[KEY_MIX] = numpy.tensordot(weights, layers, axes=(0, 0)).astype(dtype, copy=False)
+    doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
+    full_precision_stored = store == "all" and dtype == "float32"
+    if n_listening_components and not full_precision_stored:
+        doc.user_data[KEY_PENDING] = [layers, n_listening_components]
+
+
+def layers_for_listener(doc: Doc):
+    """The layers a downstream listener should use, or None if the doc has none."""
+    stored = doc.user_data.get(KEY_LAYERS)
+    pending = doc.user_data.get(KEY_PENDING)
+    if pending is None:
+        return stored
+    layers, left = pending
+    if left <= 1:
+        del doc.user_data[KEY_PENDING]
+    else:
+        pending[1] = left - 1
+    return layers
+
+
+def stored_layers(doc: Doc):
+    """``doc._.elmo_layers``: float32 ``(L+1, n, 2P)``, or None if not stored."""
+    layers = doc.user_data.get(KEY_LAYERS)
+    return None if layers is None else layers.astype("float32", copy=False)
+
+
+def token_vectors(doc: Doc, start: int, end: int):
+    """The token mix for tokens ``start:end`` as float32 ``(end - start, 2P)``, or None."""
+    mix = doc.user_data.get(KEY_MIX)
+    if mix is not None:
+        return mix[start:end].astype("float32", copy=False)
+    layers = doc.user_data.get(KEY_LAYERS)
+    if layers is None:
+        return None
+    weights = numpy.asarray(doc.user_data[KEY_TOKEN_MIX], dtype="float32")
+    return numpy.tensordot(weights, layers[:, start:end].astype("float32", copy=False), axes=(0, 0))
+
+
+def _to_numpy(array):
+    return array.get() if hasattr(array, "get") else numpy.asarray(array)  # cupy -> numpy

@@ -1,0 +1,226 @@
+"""The ELMo listener: a downstream component's view of the elmo component.
+
+During training the elmo component hands each listener the batch's layers and
+a callback (``receive``); the listener mixes them with its own scalar mix and,
+when its ``grad_factor`` is not 0, sends gradients back to the biLM. When the
+producer did not run for this batch (prediction, or a frozen elmo in
+``annotating_components``) the listener reads the layers from the Doc, and
+returns zeros of the right width when there are none.
+
+``nlp.replace_listeners`` swaps a listener for a standalone copy of the biLM
+followed by the listener's own (trained) mix.
+"""
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from spacy.tokens import Doc
+from thinc.api import Model, deserialize_attr, serialize_attr
+from thinc.types import Floats2d, Floats3d
+
+from ..bilm import ElmoError
+from .doc_data import layers_for_listener
+from .scalar_mix import MixModel, mix_weights
+
+ListenerModel = Model[List[Doc], List[Floats2d]]
+LISTENER_NAME = "elmo_listener"
+STANDALONE_NAME = "elmo_standalone"
+
+
+class _ListenerState:
+    """What the producer sent for the current batch: never serialized."""
+
+    def __init__(self) -> None:
+        self.batch_id: Optional[int] = None
+        self.outputs: Optional[List[Floats3d]] = None
+        self.backprop: Optional[Callable[[Optional[List[Floats3d]]], Any]] = None
+
+    def clear(self) -> None:
+        self.batch_id = self.outputs = self.backprop = None
+
+
+@serialize_attr.register(_ListenerState)
+def _serialize_state(_, value: _ListenerState, name: str, model) -> bytes:
+    return b""
+
+
+@deserialize_attr.register(_ListenerState)
+def _deserialize_state(_, value: bytes, name: str, model) -> _ListenerState:
+    return _ListenerState()
+
+
+def build_listener(mix: MixModel, upstream: str = "*", grad_factor: float = 0.0) -> ListenerModel:
+    mix.attrs["input_gradient"] = grad_factor != 0
+    return Model(
+        LISTENER_NAME,
+        listener_forward,
+        init=listener_init,
+        layers=[mix],
+        dims={"nO": mix.maybe_get_dim("nO"), "nL": mix.maybe_get_dim("nL")},
+        attrs={"upstream_name": upstream, "grad_factor": grad_factor, "_state": _ListenerState()},
+    )
+
+
+def is_listener(model: Model) -> bool:
+    return model.name == LISTENER_NAME and "_state" in model.attrs
+
+
+def batch_id(docs: Sequence[Doc]) -> int:
+    """A content hash of a batch, to check the listener got the producer's batch."""
+    return sum(sum(token.orth for token in doc) for doc in docs)
+
+
+def receive(listener: ListenerModel, batch: int, outputs: List[Floats3d], backprop: Callable) -> None:
+    state: _ListenerState = listener.attrs["_state"]
+    state.batch_id, state.outputs, state.backprop = batch, outputs, backprop
+
+
+def set_listener_dims(model: Model, n_layers: int, width: int) -> None:
+    """Tell a listener (and its mix) the producer's sizes; refuse conflicting ones."""
+    for node in (model, model.layers[0]):
+        for dim, value in (("nL", n_layers), ("nO", width)):
+            current = node.maybe_get_dim(dim)
+            if current is None:
+                node.set_dim(dim, value)
+            elif current != value:
+                what = "layers" if dim == "nL" else "width"
+                raise ElmoError(
+                    f"an ELMo listener was configured for {what} {current}, but the biLM gives {value}: "
+                    "set the listener's n_layers/width to null to take them from the elmo component"
+                )
+
+
+def learned_mix(model: Model) -> Dict[str, Any]:
+    """The trained layer weights softmax(s) and gamma of a listener (or standalone) model."""
+    mix = model.layers[-1]
+    if not mix.has_param("s") or mix.get_param("s") is None:
+        raise ElmoError("this ELMo scalar mix is not initialized yet")
+    weights = mix_weights(mix)
+    return {
+        "weights": [float(w) for w in mix.ops.to_numpy(weights)],
+        "gamma": float(mix.ops.to_numpy(mix.get_param("gamma"))[0]),
+    }
+
+
+def listener_init(model: ListenerModel, X: Optional[List[Doc]] = None, Y=None) -> None:
+    mix = model.layers[0]
+    if not model.has_dim("nO") or not model.has_dim("nL"):
+        raise ElmoError(
+            "an ELMo listener does not know the biLM's size: put the 'elmo' component (with its "
+            "weights) before the components that listen to it, or give the listener width and n_layers"
+        )
+    set_listener_dims(model, model.get_dim("nL"), model.get_dim("nO"))
+    mix.initialize()
+
+
+def listener_forward(model: ListenerModel, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+    mix: MixModel = model.layers[0]
+    state: _ListenerState = model.attrs["_state"]
+    if is_train and state.outputs is not None:
+        if batch_id(docs) != state.batch_id:
+            raise ElmoError(
+                "an ELMo listener got a different batch than the one the elmo component sent "
+                "(are two components sharing one listener?)"
+            )
+        outputs, send_upstream = state.outputs, state.backprop
+        mixed, backprop_mix = mix(outputs, is_train)
+        grad_factor = model.attrs["grad_factor"]
+
+        def backprop(dY: List[Floats2d]) -> List:
+            d_layers = backprop_mix(dY)
+            state.clear()
+            # None tells the producer this listener sends no gradient (frozen biLM).
+            send_upstream([d * grad_factor for d in d_layers] if grad_factor else None)
+            return []
+
+        return mixed, backprop
+    layers = [layers_for_listener(doc) for doc in docs]
+    if is_train and any(layer is None and len(doc) for layer, doc in zip(layers, docs)):
+        raise ElmoError(
+            "an ELMo listener found no ELMo layers on a training doc: the 'elmo' component neither ran "
+            "its update (frozen) nor annotated the docs. Add it to [training] annotating_components, "
+            "or remove it from frozen_components."
+        )
+    width = model.get_dim("nO")
+    present = [model.ops.asarray3f(layer) for layer in layers if layer is not None]
+    mixed_present, backprop_mix = mix(present, is_train)
+    mixed_iter = iter(mixed_present)
+    outputs = [
+        next(mixed_iter) if layer is not None else model.ops.alloc2f(len(doc), width)
+        for layer, doc in zip(layers, docs)
+    ]
+
+    def backprop_local(dY: List[Floats2d]) -> List:
+        # The mix still learns; the biLM did not run here, so nothing goes upstream.
+        backprop_mix([d for d, layer in zip(dY, layers) if layer is not None])
+        return []
+
+    return outputs, backprop_local
+
+
+# -- after nlp.replace_listeners ------------------------------------------------
+def build_standalone(bilm: Model, mix: MixModel, grad_factor: float = 0.0) -> ListenerModel:
+    """The biLM and a mix in one model, owned by a single component."""
+    mix.attrs["input_gradient"] = grad_factor != 0
+    return Model(
+        STANDALONE_NAME,
+        standalone_forward,
+        init=standalone_init,
+        layers=[bilm, mix],
+        dims={"nO": mix.maybe_get_dim("nO") or bilm.maybe_get_dim("nO")},
+        attrs={"grad_factor": grad_factor},
+    )
+
+
+def standalone_init(model: ListenerModel, X: Optional[List[Doc]] = None, Y=None) -> None:
+    bilm, mix = model.layers
+    if bilm.maybe_get_dim("nO") is None:
+        raise ElmoError("the standalone ELMo model has no biLM weights to initialize from")
+    for dim in ("nL", "nO"):
+        if mix.maybe_get_dim(dim) is None:
+            mix.set_dim(dim, bilm.get_dim(dim))
+    model.set_dim("nO", bilm.get_dim("nO"), force=True)
+    if not mix.has_param("s") or mix.get_param("s") is None:
+        mix.initialize()
+
+
+def standalone_forward(model: ListenerModel, docs: List[Doc], is_train: bool):
+    bilm, mix = model.layers
+    grad_factor = model.attrs["grad_factor"]
+    if is_train and grad_factor:
+        layers, backprop_bilm = bilm(docs, is_train=True)
+    else:  # frozen biLM: cached inference, no gradient, no optimizer step
+        layers, backprop_bilm = bilm.predict(docs), None
+    mixed, backprop_mix = mix(layers, is_train)
+
+    def backprop(dY: List[Floats2d]) -> List:
+        d_layers = backprop_mix(dY)
+        if backprop_bilm is not None:
+            backprop_bilm([d * grad_factor for d in d_layers])
+        return []
+
+    return mixed, backprop
+
+
+def replace_listener(bilm_copy: Model, listener: ListenerModel, producer: Any) -> ListenerModel:
+    """``replace_listener`` hook for ``nlp.replace_listeners`` (set on the producer's model)."""
+    return build_standalone(bilm_copy, listener.layers[0], listener.attrs["grad_factor"])
+
+
+def replace_listener_cfg(producer_model_cfg: Dict[str, Any], listener_cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """The config of the standalone model that replaces a listener's config."""
+    found = _find_listener_cfg(listener_cfg)
+    if found is None:
+        raise ElmoError("no spacy-elmo.ElmoListener config found where the listener should be")
+    settings = {k: v for k, v in found.items() if k not in ("@architectures", "upstream")}
+    return {"@architectures": "spacy-elmo.ElmoStandalone.v1", "bilm": producer_model_cfg, **settings}
+
+
+def _find_listener_cfg(cfg: Any) -> Optional[Dict[str, Any]]:
+    # spaCy passes the pipe's model.tok2vec block, which may wrap the listener.
+    if isinstance(cfg, dict):
+        if str(cfg.get("@architectures", "")).startswith("spacy-elmo.ElmoListener"):
+            return cfg
+        for value in cfg.values():
+            found = _find_listener_cfg(value)
+            if found is not None:
+                return found
+    return None

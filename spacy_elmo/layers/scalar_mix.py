@@ -1,0 +1,137 @@
+"""The task-specific scalar mix (paper eq. 2): ``gamma * sum_j softmax(s)_j * h_j``.
+
+``List[Floats3d] -> List[Floats2d]``: each doc's ``(L+1, n, 2P)`` layers become
+``(n, 2P)``. s starts at 0 (an average of the layers) and gamma at 1. Options:
+per-token layer norm of each layer before mixing, dropout on the output,
+layer dropout (whole layers dropped from the softmax during training), and an
+L2 penalty on s that pulls the weights toward the equal mix (paper sec. 3.2).
+"""
+from typing import Callable, List, Optional, Tuple
+
+from thinc.api import Model
+from thinc.types import Floats1d, Floats2d, Floats3d
+
+from ..bilm import ElmoError
+
+MixModel = Model[List[Floats3d], List[Floats2d]]
+LAYER_NORM_EPS = 1e-6
+
+
+def build_scalar_mix(
+    n_layers: Optional[int] = None,
+    width: Optional[int] = None,
+    layer_norm: bool = False,
+    dropout: float = 0.0,
+    layer_dropout: float = 0.0,
+    l2: float = 0.0,
+) -> MixModel:
+    for name, rate in (("dropout", dropout), ("layer_dropout", layer_dropout)):
+        if not 0.0 <= rate < 1.0:
+            raise ElmoError(f"scalar mix {name} must be in [0, 1), got {rate}")
+    if l2 < 0:
+        raise ElmoError(f"scalar mix l2 must be >= 0, got {l2}")
+    return Model(
+        "elmo_scalar_mix",
+        mix_forward,
+        init=mix_init,
+        dims={"nL": n_layers, "nO": width},
+        params={"s": None, "gamma": None},
+        attrs={
+            "layer_norm": layer_norm,
+            "dropout_rate": dropout,
+            "layer_dropout": layer_dropout,
+            "l2": l2,
+            # Whether backprop computes d(layers): only needed when the biLM learns.
+            "input_gradient": True,
+        },
+    )
+
+
+def mix_init(model: MixModel, X: Optional[List[Floats3d]] = None, Y=None) -> None:
+    if X and not model.has_dim("nL"):
+        model.set_dim("nL", X[0].shape[0])
+    if X and not model.has_dim("nO"):
+        model.set_dim("nO", X[0].shape[2])
+    if not model.has_dim("nL"):
+        raise ElmoError("the ELMo scalar mix does not know how many layers the biLM has")
+    model.set_param("s", model.ops.alloc1f(model.get_dim("nL")))
+    model.set_param("gamma", model.ops.asarray1f([1.0]))
+
+
+def mix_weights(model: MixModel, keep: Optional[Floats1d] = None) -> Floats1d:
+    """softmax(s), over the kept layers only when layer dropout chose some."""
+    s = model.get_param("s")
+    e = model.ops.xp.exp(s - s.max())
+    if keep is not None:
+        e = e * keep
+    return e / e.sum()
+
+
+def mix_forward(model: MixModel, Xs: List[Floats3d], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+    ops, xp = model.ops, model.ops.xp
+    n_layers = model.get_dim("nL")
+    keep = None
+    if is_train and model.attrs["layer_dropout"] > 0:
+        keep = ops.asarray1f(ops.xp.random.uniform(size=n_layers) >= model.attrs["layer_dropout"])
+        if not keep.any():  # always keep one layer
+            keep[int(ops.xp.random.randint(n_layers))] = 1.0
+    weights = mix_weights(model, keep)
+    gamma = model.get_param("gamma")[0]
+    rate = model.attrs["dropout_rate"] if is_train else 0.0
+    layer_norm = model.attrs["layer_norm"]
+    Ys, saved = [], []
+    for X in Xs:
+        if X.shape[0] != n_layers:
+            raise ElmoError(f"the ELMo scalar mix expects {n_layers} layers, got an input with {X.shape[0]}")
+        X = X.astype("float32", copy=False)
+        if layer_norm:
+            X, inv_std = _layer_norm(xp, X)
+        else:
+            inv_std = None
+        mixed = xp.tensordot(weights, X, axes=(0, 0))  # (n, width)
+        Y = gamma * mixed
+        mask = ops.get_dropout_mask(Y.shape, rate) if rate else None
+        if mask is not None:
+            Y = Y * mask
+        Ys.append(Y)
+        saved.append((X, inv_std, mixed, mask))
+
+    def backprop(dYs: List[Floats2d]) -> List[Floats3d]:
+        d_weights = xp.zeros(n_layers, dtype="float32")
+        d_gamma = 0.0
+        dXs = []
+        for dY, (X, inv_std, mixed, mask) in zip(dYs, saved):
+            if mask is not None:
+                dY = dY * mask
+            d_gamma += float((dY * mixed).sum())
+            d_mixed = gamma * dY
+            d_weights += xp.tensordot(X, d_mixed, axes=([1, 2], [0, 1]))
+            if model.attrs["input_gradient"]:
+                dX = weights[:, None, None] * d_mixed[None]
+                if inv_std is not None:
+                    dX = _layer_norm_backward(dX, X, inv_std)
+                dXs.append(dX)
+        d_s = weights * (d_weights - (weights * d_weights).sum())
+        if model.attrs["l2"]:
+            # gradient of l2 * ||s||^2: keeps the mix near the plain average
+            d_s = d_s + 2.0 * model.attrs["l2"] * model.get_param("s")
+        model.inc_grad("s", d_s.astype("float32"))
+        model.inc_grad("gamma", ops.asarray1f([d_gamma]))
+        return dXs
+
+    return Ys, backprop
+
+
+def _layer_norm(xp, X: Floats3d):
+    """Normalise every token vector of every layer (no learned scale or shift)."""
+    centered = X - X.mean(axis=-1, keepdims=True)
+    inv_std = 1.0 / xp.sqrt((centered**2).mean(axis=-1, keepdims=True) + LAYER_NORM_EPS)
+    return centered * inv_std, inv_std
+
+
+def _layer_norm_backward(d_normed: Floats3d, normed: Floats3d, inv_std: Floats3d) -> Floats3d:
+    return inv_std * (
+        d_normed
+        - d_normed.mean(axis=-1, keepdims=True)
+        - normed * (d_normed * normed).mean(axis=-1, keepdims=True)
+    )

@@ -1,0 +1,38 @@
+"""Registered weight loaders for ``[initialize.components.elmo.weights]``.
+
+Each returns a zero-argument callable, so nothing is read until the
+component is initialized.
+"""
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+from spacy.util import registry
+
+from .bilm import ElmoBiLM, ElmoError
+
+PathLike = Union[str, Path]
+
+
+def load_bilm(
+    options_file: Optional[PathLike] = None, weight_file: Optional[PathLike] = None, bilm_dir: Optional[PathLike] = None
+) -> ElmoBiLM:
+    """A biLM from bilm-tf/AllenNLP files or from a biLM directory."""
+    if bilm_dir is not None:
+        if options_file is not None or weight_file is not None:
+            raise ElmoError("give either bilm_dir or options_file + weight_file, not both")
+        return ElmoBiLM.from_dir(bilm_dir)
+    if options_file is None or weight_file is None:
+        raise ElmoError("options_file and weight_file go together: give both (or bilm_dir)")
+    return ElmoBiLM.from_files(options_file, weight_file)
+
+
+@registry.misc("spacy-elmo.WeightsFromFiles.v1")
+def weights_from_files_v1(options_file: str, weight_file: str) -> Callable[[], ElmoBiLM]:
+    """bilm-tf / AllenNLP ``options.json`` + ``weights.hdf5``."""
+    return lambda: load_bilm(options_file=options_file, weight_file=weight_file)
+
+
+@registry.misc("spacy-elmo.WeightsFromDir.v1")
+def weights_from_dir_v1(path: str) -> Callable[[], ElmoBiLM]:
+    """A directory with ``options.json`` + ``weights.hdf5`` (``python -m spacy_elmo pretrain`` output)."""
+    return lambda: load_bilm(bilm_dir=path)

@@ -1,0 +1,270 @@
+"""The ``elmo`` pipeline component: runs the biLM, annotates Docs, feeds listeners.
+
+Follows spaCy's Tok2Vec producer/listener pattern. During ``update`` the
+batch's layers go straight to the listeners of downstream components; with
+every listener frozen (``grad_factor = 0``, the default) the biLM runs without
+gradients through a bounded cache, so later epochs do not recompute it.
+"""
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.vocab import Vocab
+from thinc.api import Config, Model, Optimizer
+from thinc.types import Floats3d
+
+from ..bilm import ElmoError
+from ..layers.bilm_model import ElmoNoWeightsError, get_bilm, set_bilm, set_cache_size
+from ..layers.doc_data import DTYPE_CHOICES, STORE_CHOICES, store_doc_layers, token_mix_weights
+from ..layers.listener import batch_id, is_listener, learned_mix, receive, set_listener_dims
+from ..loaders import load_bilm
+from .extensions import install_extensions
+
+DEFAULT_ELMO_MODEL = Config().from_str(
+    """
+[model]
+@architectures = "spacy-elmo.ElmoBiLM.v1"
+max_segment_length = 256
+"""
+)["model"]
+
+NO_WEIGHTS_HELP = (
+    "The '{name}' component has no biLM weights. Give them in one of these ways:\n"
+    "  * bilm-tf/AllenNLP files: nlp.add_pipe('elmo', config={{'options_file': 'options.json', "
+    "'weight_file': 'weights.hdf5'}})\n"
+    "  * a biLM you pretrained (`python -m spacy_elmo pretrain`): config={{'bilm_dir': 'OUTPUT_DIR'}}\n"
+    "  * with spacy train: [initialize.components.{name}.weights] @misc = \"spacy-elmo.WeightsFromFiles.v1\" "
+    "(options_file, weight_file) or \"spacy-elmo.WeightsFromDir.v1\" (path)\n"
+    "No pretrained ELMo ships with the package yet; pretrain one on your own text with "
+    "`python -m spacy_elmo pretrain`, or build the project's English biLM with `spacy project run all`."
+)
+
+
+@Language.factory(
+    "elmo",
+    assigns=["doc._.elmo_layers", "token._.elmo", "span._.elmo"],
+    default_config={
+        "model": DEFAULT_ELMO_MODEL,
+        "options_file": None,
+        "weight_file": None,
+        "bilm_dir": None,
+        "store": "all",
+        "store_dtype": "float32",
+        "token_mix": None,
+        "cache_size_mb": 1024,
+    },
+)
+def make_elmo(
+    nlp: Language,
+    name: str,
+    model: Model[List[Doc], List[Floats3d]],
+    options_file: Optional[str],
+    weight_file: Optional[str],
+    bilm_dir: Optional[str],
+    store: str,
+    store_dtype: str,
+    token_mix: Optional[List[float]],
+    cache_size_mb: float,
+) -> "ElmoComponent":
+    """ELMo contextual vectors for every token.
+
+    options_file/weight_file (bilm-tf/AllenNLP files) or bilm_dir (a
+    pretraining output) name the weights; they are read on first use, so a
+    saved pipeline (which carries its weights) never needs them. store: what
+    stays on the Doc ("all" layers, the token "mix", or "none");
+    store_dtype: "float32" or "float16"; token_mix: layer weights for
+    token._.elmo (null: the average); cache_size_mb: memory for cached biLM
+    outputs (0: no cache).
+    """
+    return ElmoComponent(
+        nlp.vocab,
+        model,
+        name,
+        options_file=options_file,
+        weight_file=weight_file,
+        bilm_dir=bilm_dir,
+        store=store,
+        store_dtype=store_dtype,
+        token_mix=token_mix,
+        cache_size_mb=cache_size_mb,
+    )
+
+
+class ElmoComponent(TrainablePipe):
+    def __init__(
+        self,
+        vocab: Vocab,
+        model: Model[List[Doc], List[Floats3d]],
+        name: str = "elmo",
+        *,
+        options_file: Optional[str] = None,
+        weight_file: Optional[str] = None,
+        bilm_dir: Optional[str] = None,
+        store: str = "all",
+        store_dtype: str = "float32",
+        token_mix: Optional[List[float]] = None,
+        cache_size_mb: float = 1024,
+    ) -> None:
+        if store not in STORE_CHOICES:
+            raise ElmoError(f"elmo store must be one of {STORE_CHOICES}, got {store!r}")
+        if store_dtype not in DTYPE_CHOICES:
+            raise ElmoError(f"elmo store_dtype must be one of {DTYPE_CHOICES}, got {store_dtype!r}")
+        if token_mix is not None and (not token_mix or any(w < 0 for w in token_mix) or sum(token_mix) <= 0):
+            raise ElmoError(f"elmo token_mix must be non-negative layer weights with a positive sum, got {token_mix!r}")
+        if (options_file is None) != (weight_file is None):
+            raise ElmoError("elmo: options_file and weight_file go together: give both (or bilm_dir)")
+        if bilm_dir is not None and options_file is not None:
+            raise ElmoError("elmo: give either bilm_dir or options_file + weight_file, not both")
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.cfg: Dict[str, Any] = {
+            "store": store,
+            "store_dtype": store_dtype,
+            "token_mix": token_mix,
+            "cache_size_mb": cache_size_mb,
+        }
+        # Only read when the model has no weights yet (never after loading a saved pipeline).
+        self._weight_source = {"options_file": options_file, "weight_file": weight_file, "bilm_dir": bilm_dir}
+        self.listener_map: Dict[str, List[Model]] = {}
+        set_cache_size(model, cache_size_mb)
+        install_extensions()
+
+    # -- listeners (spaCy's ListenedToComponent protocol) ---------------------
+    @property
+    def listeners(self) -> List[Model]:
+        return [m for c in self.listening_components for m in self.listener_map[c]]
+
+    @property
+    def listening_components(self) -> List[str]:
+        return list(self.listener_map.keys())
+
+    def add_listener(self, listener: Model, component_name: str) -> None:
+        self.listener_map.setdefault(component_name, [])
+        if listener not in self.listener_map[component_name]:
+            self.listener_map[component_name].append(listener)
+        if self.has_weights:
+            set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"))
+
+    def remove_listener(self, listener: Model, component_name: str) -> bool:
+        if listener in self.listener_map.get(component_name, []):
+            self.listener_map[component_name].remove(listener)
+            if not self.listener_map[component_name]:
+                del self.listener_map[component_name]
+            return True
+        return False
+
+    def find_listeners(self, component: Any) -> None:
+        names = ("*", self.name)
+        if isinstance(getattr(component, "model", None), Model):
+            for node in component.model.walk():
+                if is_listener(node) and node.attrs["upstream_name"] in names:
+                    self.add_listener(node, component.name)
+
+    def listener_mix_weights(self) -> Dict[str, List[Dict[str, Any]]]:
+        """The learned scalar-mix weights and gamma of each listening component."""
+        return {name: [learned_mix(listener) for listener in self.listener_map[name]] for name in self.listening_components}
+
+    # -- weights ----------------------------------------------------------------
+    @property
+    def has_weights(self) -> bool:
+        return get_bilm(self.model) is not None
+
+    def _ensure_weights(self) -> None:
+        if self.has_weights:
+            return
+        if not any(self._weight_source.values()):
+            raise ElmoNoWeightsError(NO_WEIGHTS_HELP.format(name=self.name))
+        self._set_weights(load_bilm(**self._weight_source))
+
+    def _set_weights(self, bilm: Any) -> None:
+        set_bilm(self.model, bilm)
+        for listener in self.listeners:
+            set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"))
+
+    # -- the pipe API -------------------------------------------------------------
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        weights: Optional[Callable[[], Any]] = None,
+    ) -> None:
+        """Load the weights: ``weights`` (a loader from [initialize.components.elmo]),
+        else the component's own options_file/weight_file/bilm_dir."""
+        validate_get_examples(get_examples, "ElmoComponent.initialize")
+        if weights is not None:
+            self._set_weights(weights())
+        else:
+            self._ensure_weights()
+
+    def predict(self, docs: Sequence[Doc]) -> List[Floats3d]:
+        self._ensure_weights()
+        return self.model.predict(list(docs))
+
+    def set_annotations(self, docs: Sequence[Doc], layers: List[Floats3d]) -> None:
+        token_mix = token_mix_weights(self.cfg["token_mix"], self.model.get_dim("nL"))
+        for doc, doc_layers in zip(docs, layers):
+            store_doc_layers(
+                doc,
+                doc_layers,
+                store=self.cfg["store"],
+                dtype=self.cfg["store_dtype"],
+                token_mix=token_mix,
+                n_listening_components=len(self.listening_components),
+            )
+
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """Send the batch's layers to the listeners; backprop into the biLM only
+        when a listener fine-tunes it (``grad_factor`` != 0)."""
+        if losses is None:
+            losses = {}
+        validate_examples(examples, "ElmoComponent.update")
+        self._ensure_weights()
+        losses.setdefault(self.name, 0.0)
+        docs = [eg.predicted for eg in examples]
+        listeners = self.listeners
+        if not listeners:
+            return losses
+        batch = batch_id(docs)
+        if not any(listener.attrs["grad_factor"] for listener in listeners):
+            layers = self.model.predict(docs)  # frozen: cached, no gradients, no optimizer step
+            for listener in listeners:
+                receive(listener, batch, layers, _ignore_gradient)
+            return losses
+        layers, backprop_layers = self.model.begin_update(docs)
+        total: List[Optional[List[Floats3d]]] = [None]
+        waiting = [len(listeners)]
+
+        def accumulate(d_layers: Optional[List[Floats3d]]) -> None:
+            if d_layers is not None:
+                losses[self.name] += float(sum((d**2).sum() for d in d_layers))
+                total[0] = d_layers if total[0] is None else [a + b for a, b in zip(total[0], d_layers)]
+            waiting[0] -= 1
+            if waiting[0] == 0 and total[0] is not None:  # the last listener has reported
+                backprop_layers(total[0])
+                if sgd is not None:
+                    self.finish_update(sgd)
+
+        for listener in listeners:
+            receive(listener, batch, layers, accumulate)
+        return losses
+
+    def get_loss(self, examples: Iterable[Example], scores: Any) -> None:
+        pass
+
+    def add_label(self, label: str) -> int:
+        raise NotImplementedError("the elmo component has no labels")
+
+
+def _ignore_gradient(d_layers: Optional[List[Floats3d]]) -> None:
+    return None
