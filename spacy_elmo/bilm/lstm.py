@@ -78,6 +78,13 @@ class ProjectedLstm(nn.Module):
             bound = (6.0 / (self.cell_dim + self.proj_dim)) ** 0.5
             nn.init.uniform_(self.proj_weight, -bound, bound)
 
+    def __getstate__(self):
+        # The packed copies are a derived cache (and opaque MKL tensors that
+        # cannot be copied or pickled): copies rebuild them on first use.
+        state = self.__dict__.copy()
+        state["_packed"] = None
+        return state
+
     def zero_state(self, batch_size: int, like: Tensor) -> State:
         return (
             like.new_zeros(batch_size, self.proj_dim),

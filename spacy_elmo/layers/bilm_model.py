@@ -57,13 +57,17 @@ def build_bilm_model(
             "cache": LayerCache(cache_mb),
             # The sizes the config asked for (None: whatever the weights have).
             "expected_options": options.to_dict() if options else None,
+            # A module built from config sizes is random until weights arrive:
+            # never let it pass for a trained biLM.
+            "weights_loaded": False,
         },
     )
 
 
 def get_bilm(model: BilmModel) -> Optional[ElmoBiLM]:
+    """The torch biLM, once it has real weights (None before)."""
     bilm = model.layers[0].shims[0]._model
-    return bilm if isinstance(bilm, ElmoBiLM) else None
+    return bilm if isinstance(bilm, ElmoBiLM) and model.attrs["weights_loaded"] else None
 
 
 def set_bilm(model: BilmModel, bilm: ElmoBiLM) -> None:
@@ -83,6 +87,7 @@ def set_bilm(model: BilmModel, bilm: ElmoBiLM) -> None:
     model.layers[0].shims[0]._model = bilm.to(get_torch_default_device()).eval()
     model.set_dim("nO", bilm.output_dim, force=True)
     model.set_dim("nL", bilm.n_output_layers, force=True)
+    model.attrs["weights_loaded"] = True
     model.attrs["cache"].clear()
 
 

@@ -1,0 +1,124 @@
+"""Every config in configs/ trains for a few steps on a tiny corpus."""
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy
+import pytest
+import spacy
+from spacy.tokens import DocBin
+
+from .conftest import tiny_bilm
+
+CONFIGS = Path(__file__).parent.parent / "configs"
+NER_DATA = [
+    ("Alice lives in Paris .", [(0, 5, "PER"), (15, 20, "LOC")]),
+    ("Bob visited Berlin yesterday .", [(0, 3, "PER"), (12, 18, "LOC")]),
+    ("The UN met in Geneva . It rained .", [(4, 6, "ORG"), (14, 20, "LOC")]),
+]
+CAT_DATA = [("great movie", ["POS"]), ("awful film", ["NEG"]), ("loved it , funny", ["POS", "FUNNY"])]
+STEPS = ["--training.max_steps", "6", "--training.eval_frequency", "3"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    nlp = spacy.blank("en")
+    ner, cats, multi = DocBin(), DocBin(), DocBin()
+    for text, ents in NER_DATA * 2:
+        doc = nlp.make_doc(text)
+        doc.ents = [doc.char_span(s, e, label=label) for s, e, label in ents]
+        ner.add(doc)
+    for text, labels in CAT_DATA * 2:
+        exclusive = nlp.make_doc(text)
+        exclusive.cats = {"POS": float("POS" in labels), "NEG": float("NEG" in labels)}
+        cats.add(exclusive)
+        multilabel = nlp.make_doc(text)
+        multilabel.cats = {label: float(label in labels) for label in ("POS", "NEG", "FUNNY")}
+        multi.add(multilabel)
+    for name, db in (("ner", ner), ("cats", cats), ("multi", multi)):
+        db.to_disk(root / f"{name}.spacy")
+    options, weights = root / "options.json", root / "weights.hdf5"
+    tiny_bilm(seed=51).to_files(options, weights)
+    vectors_txt = root / "vectors.txt"
+    words = sorted({w for text, _ in NER_DATA + CAT_DATA for w in text.split()})
+    rng = numpy.random.default_rng(0)
+    vectors_txt.write_text(
+        f"{len(words)} 5\n" + "".join(f"{w} " + " ".join(f"{x:.3f}" for x in rng.normal(size=5)) + "\n" for w in words)
+    )
+    subprocess.run(
+        [sys.executable, "-m", "spacy", "init", "vectors", "en", str(vectors_txt), str(root / "vectors")],
+        check=True, capture_output=True,
+    )
+    return root
+
+
+def spacy_train(config, train, corpus, output, *extra):
+    cmd = [sys.executable, "-m", "spacy", "train", str(CONFIGS / config), "--output", str(output),
+           "--paths.train", str(corpus / train), "--paths.dev", str(corpus / train), *STEPS, *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+ELMO_RUNS = [
+    ("ner_elmo.cfg", "ner.spacy", "ner"),
+    ("textcat_elmo.cfg", "cats.spacy", "textcat"),
+    ("textcat_multilabel_elmo.cfg", "multi.spacy", "textcat_multilabel"),
+]
+
+
+@pytest.mark.parametrize("config,train,component", ELMO_RUNS)
+def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, component):
+    out = spacy_train(
+        config, train, corpus, tmp_path,
+        "--paths.elmo_options", str(corpus / "options.json"), "--paths.elmo_weights", str(corpus / "weights.hdf5"),
+    )
+    assert "Saved pipeline" in out
+    nlp = spacy.load(tmp_path / "model-last")
+    assert nlp.pipe_names == ["elmo", "tok2vec", component]
+    mix = nlp.get_pipe("elmo").listener_mix_weights()[component][0]
+    assert mix["weights"] != pytest.approx([1 / 3] * 3, abs=1e-6)  # the mix trained
+    doc = nlp("Alice liked the film .")
+    assert doc._.elmo_layers.shape == (3, 5, 16)
+
+
+@pytest.mark.parametrize(
+    "config,train,extra",
+    [
+        ("ner_cnn.cfg", "ner.spacy", []),
+        ("textcat_cnn.cfg", "cats.spacy", []),
+        ("ner_vectors.cfg", "ner.spacy", ["--paths.vectors", "VECTORS"]),
+        ("textcat_vectors.cfg", "cats.spacy", ["--paths.vectors", "VECTORS"]),
+    ],
+)
+def test_baseline_configs_train(corpus, tmp_path, config, train, extra):
+    extra = [str(corpus / "vectors") if e == "VECTORS" else e for e in extra]
+    spacy_train(config, train, corpus, tmp_path, *extra)
+    nlp = spacy.load(tmp_path / "model-last")
+    assert "elmo" not in nlp.pipe_names
+    if extra:
+        assert nlp.vocab.vectors.shape[1] == 5
+
+
+def test_spacy_package_gives_the_same_vectors(corpus, tmp_path):
+    spacy_train(
+        "ner_elmo.cfg", "ner.spacy", corpus, tmp_path / "trained",
+        "--paths.elmo_options", str(corpus / "options.json"), "--paths.elmo_weights", str(corpus / "weights.hdf5"),
+    )
+    trained = tmp_path / "trained" / "model-last"
+    (tmp_path / "pkg").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "spacy", "package", str(trained), str(tmp_path / "pkg"), "--build", "none",
+         "--name", "elmo_test", "--version", "0.0.1"],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    packaged = tmp_path / "pkg" / "en_elmo_test-0.0.1" / "en_elmo_test" / "en_elmo_test-0.0.1"
+    original, copy = spacy.load(trained), spacy.load(packaged)
+    text = "Bob met the UN in Geneva ."
+    a, b = original(text), copy(text)
+    numpy.testing.assert_allclose(a._.elmo_layers, b._.elmo_layers, atol=1e-6, rtol=0)
+    assert [(e.text, e.label_) for e in a.ents] == [(e.text, e.label_) for e in b.ents]
+    requirements = (tmp_path / "pkg" / "en_elmo_test-0.0.1" / "meta.json").read_text()
+    assert "spacy-elmo" in requirements or "spacy_elmo" in requirements

@@ -1,0 +1,249 @@
+"""Training through the listener: round trips, frozen/fine-tuned biLM, replace_listeners."""
+import numpy
+import pytest
+import spacy
+import torch
+from spacy.training import Example
+from thinc.api import fix_random_seed
+
+from spacy_elmo.bilm import ElmoError
+from spacy_elmo.layers.bilm_model import get_bilm
+
+from .conftest import tiny_bilm
+
+NER_DATA = [
+    ("Alice lives in Paris .", [(0, 5, "PER"), (15, 20, "LOC")]),
+    ("Bob visited Berlin yesterday .", [(0, 3, "PER"), (12, 18, "LOC")]),
+    ("The UN met in Geneva .", [(4, 6, "ORG"), (14, 20, "LOC")]),
+]
+CAT_DATA = [("great movie", "POS"), ("awful film", "NEG"), ("loved it", "POS")]
+TEST_TEXTS = ["Alice visited Berlin .", "awful movie", "The UN loved Geneva ."]
+
+
+@pytest.fixture
+def weight_files(tmp_path):
+    options, weights = tmp_path / "options.json", tmp_path / "weights.hdf5"
+    tiny_bilm(seed=41).to_files(options, weights)
+    return str(options), str(weights)
+
+
+def listener(**settings):
+    return {"@architectures": "spacy-elmo.ElmoListener.v1", **settings}
+
+
+def make_nlp(weight_files, ner_listener=None, textcat_listener=None, **elmo_config):
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    options, weights = weight_files
+    nlp.add_pipe("elmo", config={"options_file": options, "weight_file": weights, **elmo_config})
+    nlp.add_pipe(
+        "ner",
+        config={
+            "model": {
+                "@architectures": "spacy.TransitionBasedParser.v2",
+                "state_type": "ner",
+                "extra_state_tokens": False,
+                "hidden_width": 16,
+                "maxout_pieces": 2,
+                "use_upper": True,
+                "tok2vec": ner_listener or listener(),
+            }
+        },
+    )
+    if textcat_listener is not None:
+        nlp.add_pipe(
+            "textcat",
+            config={
+                "model": {
+                    "@architectures": "spacy.TextCatReduce.v1",
+                    "exclusive_classes": True,
+                    "use_reduce_first": False,
+                    "use_reduce_last": False,
+                    "use_reduce_max": True,
+                    "use_reduce_mean": True,
+                    "tok2vec": textcat_listener,
+                }
+            },
+        )
+    return nlp
+
+
+def examples(nlp):
+    out = []
+    for text, ents in NER_DATA:
+        out.append(Example.from_dict(nlp.make_doc(text), {"entities": ents}))
+    if "textcat" in nlp.pipe_names:
+        for (text, label), eg in zip(CAT_DATA, out):
+            eg.reference.cats = {"POS": float(label == "POS"), "NEG": float(label == "NEG")}
+    return out
+
+
+def train(nlp, steps=2, **update_kwargs):
+    egs = examples(nlp)
+    optimizer = nlp.initialize(lambda: egs)
+    losses = {}
+    for _ in range(steps):
+        nlp.update(egs, sgd=optimizer, losses=losses, **update_kwargs)
+    return optimizer, losses
+
+
+def predictions(nlp):
+    docs = list(nlp.pipe(TEST_TEXTS))
+    return [[(e.start, e.end, e.label_) for e in d.ents] for d in docs], [d.cats for d in docs]
+
+
+def bilm_params(nlp):
+    return {k: v.clone() for k, v in get_bilm(nlp.get_pipe("elmo").model).state_dict().items()}
+
+
+def assert_same_predictions(a, b):
+    assert a[0] == b[0]
+    for cats_a, cats_b in zip(a[1], b[1]):
+        assert cats_a.keys() == cats_b.keys()
+        for key in cats_a:
+            assert cats_a[key] == pytest.approx(cats_b[key], abs=1e-6)
+
+
+def test_train_two_steps_then_round_trip_bytes_and_disk(weight_files, tmp_path):
+    nlp = make_nlp(weight_files, textcat_listener=listener(layer_norm=True))
+    train(nlp, steps=2)
+    before = predictions(nlp)
+    assert any(cats for cats in before[1])
+    nlp.to_disk(tmp_path / "pipeline")
+    assert_same_predictions(predictions(spacy.load(tmp_path / "pipeline")), before)
+    from_bytes = make_nlp(weight_files, textcat_listener=listener(layer_norm=True))
+    from_bytes.get_pipe("textcat").add_label("POS")
+    from_bytes.get_pipe("textcat").add_label("NEG")
+    from_bytes.from_bytes(nlp.to_bytes())
+    assert_same_predictions(predictions(from_bytes), before)
+    weights = nlp.get_pipe("elmo").listener_mix_weights()
+    loaded_weights = spacy.load(tmp_path / "pipeline").get_pipe("elmo").listener_mix_weights()
+    assert weights == loaded_weights and set(weights) == {"ner", "textcat"}
+
+
+def test_mix_weights_learn_while_the_frozen_bilm_stays_put(weight_files):
+    nlp = make_nlp(weight_files)
+    egs = examples(nlp)
+    optimizer = nlp.initialize(lambda: egs)
+    frozen = bilm_params(nlp)
+    start = nlp.get_pipe("elmo").listener_mix_weights()["ner"][0]
+    assert start["weights"] == pytest.approx([1 / 3] * 3) and start["gamma"] == 1.0
+    for _ in range(5):
+        losses = nlp.update(egs, sgd=optimizer)
+    learned = nlp.get_pipe("elmo").listener_mix_weights()["ner"][0]
+    assert learned["weights"] != pytest.approx([1 / 3] * 3, abs=1e-5)
+    assert sum(learned["weights"]) == pytest.approx(1.0)
+    assert learned["gamma"] != 1.0
+    assert losses["elmo"] == 0.0
+    for name, value in bilm_params(nlp).items():  # not even weight decay touched it
+        assert torch.equal(value, frozen[name]), name
+
+
+def test_grad_factor_fine_tunes_the_bilm(weight_files):
+    nlp = make_nlp(weight_files, ner_listener=listener(grad_factor=1.0), textcat_listener=listener())
+    egs = examples(nlp)
+    optimizer = nlp.initialize(lambda: egs)
+    before = bilm_params(nlp)
+    losses = {}
+    for _ in range(3):  # spaCy zero-initialises output layers: no input gradient on step 1
+        nlp.update(egs, sgd=optimizer, losses=losses)
+    assert losses["elmo"] > 0
+    after = bilm_params(nlp)
+    assert any(not torch.equal(after[k], before[k]) for k in before)
+    # The cache notices the new weights.
+    doc = nlp(TEST_TEXTS[0])
+    expected = get_bilm(nlp.get_pipe("elmo").model).embed_batch([[t.text for t in doc]])[0]
+    numpy.testing.assert_allclose(doc._.elmo_layers, expected, atol=1e-5)
+
+
+def test_listener_state_is_cleared_and_never_serialized(weight_files):
+    nlp = make_nlp(weight_files)
+    train(nlp, steps=1)
+    ner_listener = nlp.get_pipe("elmo").listener_map["ner"][0]
+    assert ner_listener.attrs["_state"].outputs is None
+    egs = examples(nlp)
+    nlp.get_pipe("elmo").update(egs)  # the producer sent, nobody consumed yet
+    assert ner_listener.attrs["_state"].outputs is not None
+    data = ner_listener.to_bytes()
+    ner_listener.from_bytes(data)
+    assert ner_listener.attrs["_state"].outputs is None
+    assert len(data) < 2000  # only the mix parameters, no layer arrays
+
+
+def test_frozen_and_annotating_reads_the_doc(weight_files):
+    nlp = make_nlp(weight_files)
+    egs = examples(nlp)
+    optimizer = nlp.initialize(lambda: egs)
+    start = nlp.get_pipe("elmo").listener_mix_weights()["ner"][0]["weights"]
+    for _ in range(3):
+        nlp.update(egs, sgd=optimizer, exclude=["elmo"], annotates=["elmo"])
+    assert nlp.get_pipe("elmo").listener_mix_weights()["ner"][0]["weights"] != pytest.approx(start, abs=1e-6)
+    with pytest.raises(ElmoError, match="annotating_components"):
+        nlp.update(examples(nlp), sgd=optimizer, exclude=["elmo"])
+
+
+def test_listener_gives_zeros_when_elmo_did_not_run(weight_files):
+    nlp = make_nlp(weight_files)
+    train(nlp, steps=1)
+    ner_listener = nlp.get_pipe("elmo").listener_map["ner"][0]
+    docs = [nlp.make_doc(t) for t in TEST_TEXTS]
+    outputs = ner_listener.predict(docs)
+    assert [o.shape for o in outputs] == [(len(d), 16) for d in docs]
+    assert all((o == 0).all() for o in outputs)
+    with nlp.select_pipes(disable=["elmo"]):
+        nlp(TEST_TEXTS[0])  # still runs
+
+
+@pytest.mark.parametrize("store,dtype", [("none", "float32"), ("mix", "float16"), ("all", "float16")])
+def test_listeners_work_whatever_is_stored(weight_files, store, dtype):
+    full = make_nlp(weight_files, textcat_listener=listener())
+    train(full, steps=2)
+    expected = predictions(full)
+    lean = make_nlp(weight_files, textcat_listener=listener(), store=store, store_dtype=dtype)
+    lean.get_pipe("textcat").add_label("POS")
+    lean.get_pipe("textcat").add_label("NEG")
+    lean.from_bytes(full.to_bytes())
+    got = predictions(lean)
+    assert_same_predictions(got, expected)
+    doc = lean(TEST_TEXTS[0])
+    assert ("spacy_elmo", "pending") not in doc.user_data  # both listeners took their copy
+
+
+@pytest.mark.parametrize("concat", [False, True])
+def test_replace_listeners(weight_files, tmp_path, concat):
+    if concat:
+        tok2vec = {"@architectures": "spacy-elmo.ElmoConcat.v1", "elmo": listener(dropout=0.1), "tok2vec": {
+            "@architectures": "spacy.HashEmbedCNN.v2", "pretrained_vectors": None, "width": 8, "depth": 1,
+            "embed_size": 100, "window_size": 1, "maxout_pieces": 2, "subword_features": True}}
+        path = "model.tok2vec.elmo"
+    else:
+        tok2vec, path = listener(dropout=0.1), "model.tok2vec"
+    nlp = make_nlp(weight_files, ner_listener=tok2vec)
+    train(nlp, steps=2)
+    before = predictions(nlp)
+    mix_before = nlp.get_pipe("elmo").listener_mix_weights()["ner"][0]
+    nlp.replace_listeners("elmo", "ner", [path])
+    assert nlp.get_pipe("elmo").listening_components == []
+    replaced_cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
+    if concat:
+        replaced_cfg = replaced_cfg["elmo"]
+    assert replaced_cfg["@architectures"] == "spacy-elmo.ElmoStandalone.v1"
+    assert replaced_cfg["bilm"]["@architectures"] == "spacy-elmo.ElmoBiLM.v1" and replaced_cfg["dropout"] == 0.1
+    assert_same_predictions(predictions(nlp), before)
+    standalone = [n for n in nlp.get_pipe("ner").model.walk() if n.name == "elmo_standalone"][0]
+    from spacy_elmo.layers.listener import learned_mix
+
+    assert learned_mix(standalone) == mix_before
+    nlp.remove_pipe("elmo")  # ner owns its biLM now
+    assert_same_predictions(predictions(nlp), before)
+    nlp.to_disk(tmp_path / "replaced")
+    assert_same_predictions(predictions(spacy.load(tmp_path / "replaced")), before)
+    # And it keeps training, with its biLM frozen.
+    optimizer = nlp.resume_training()
+    nlp.update(examples(nlp), sgd=optimizer)
+
+
+def test_listener_width_conflict_is_explained(weight_files):
+    nlp = make_nlp(weight_files, ner_listener=listener(width=32))
+    with pytest.raises(ElmoError, match="listener was configured for width 32, but the biLM gives 16"):
+        nlp.initialize(lambda: examples(nlp))

@@ -1,0 +1,213 @@
+"""The `elmo` component through `nlp`: annotations, storage, segments, serialization."""
+import numpy
+import pytest
+import spacy
+from spacy.tokens import Doc
+
+from spacy_elmo.bilm import ElmoBiLM, ElmoError
+from spacy_elmo.layers.bilm_model import ElmoNoWeightsError
+
+from .conftest import tiny_bilm
+
+TEXTS = [
+    "Alice met Bob in Paris.",
+    "ELMo vectors depend on the whole sentence, not only on the word.",
+    "Short.",
+    "Naïve café — “quotes” 🙂 and more.",
+]
+
+
+@pytest.fixture
+def weight_files(tmp_path):
+    model = tiny_bilm(seed=31)
+    options, weights = tmp_path / "options.json", tmp_path / "weights.hdf5"
+    model.to_files(options, weights)
+    return options, weights
+
+
+@pytest.fixture
+def reference(weight_files):
+    return ElmoBiLM.from_files(*weight_files)
+
+
+def make_nlp(weight_files, **config):
+    nlp = spacy.blank("en")
+    options, weights = weight_files
+    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), **config})
+    return nlp
+
+
+def test_layers_equal_the_bilm(weight_files, reference):
+    nlp = make_nlp(weight_files)
+    for doc in nlp.pipe(TEXTS):
+        expected = reference.embed_batch([[t.text for t in doc]])[0]
+        assert doc._.elmo_layers.dtype == numpy.float32
+        assert doc._.elmo_layers.shape == (3, len(doc), 16)
+        numpy.testing.assert_allclose(doc._.elmo_layers, expected, atol=1e-4)
+
+
+def test_sentences_run_separately(weight_files, reference):
+    nlp = make_nlp(weight_files)
+    nlp.add_pipe("sentencizer", first=True)
+    doc = nlp("First sentence here. And a second one!")
+    assert len(list(doc.sents)) == 2
+    for sent in doc.sents:
+        expected = reference.embed_batch([[t.text for t in sent]])[0]
+        numpy.testing.assert_allclose(doc._.elmo_layers[:, sent.start : sent.end], expected, atol=1e-4)
+
+
+def test_vectors_do_not_depend_on_batch(weight_files):
+    nlp = make_nlp(weight_files, cache_size_mb=0)
+    one_by_one = [doc._.elmo_layers for doc in nlp.pipe(TEXTS, batch_size=1)]
+    together = [doc._.elmo_layers for doc in nlp.pipe(TEXTS, batch_size=64)]
+    reordered = [doc._.elmo_layers for doc in nlp.pipe(TEXTS[::-1] + ["Other text entirely."], batch_size=3)]
+    for a, b, c in zip(one_by_one, together, reordered[:4][::-1]):
+        numpy.testing.assert_allclose(a, b, atol=1e-5)
+        numpy.testing.assert_allclose(a, c, atol=1e-5)
+
+
+def test_token_and_span_vectors(weight_files):
+    nlp = make_nlp(weight_files)
+    doc = nlp(TEXTS[1])
+    layers = doc._.elmo_layers
+    numpy.testing.assert_allclose(doc[3]._.elmo, layers[:, 3].mean(axis=0), atol=1e-6)
+    numpy.testing.assert_allclose(doc[2:5]._.elmo, layers[:, 2:5].mean(axis=0).mean(axis=0), atol=1e-6)
+    assert doc[2:2]._.elmo is None
+
+    weighted = make_nlp(weight_files, token_mix=[0.0, 1.0, 3.0])(TEXTS[1])
+    numpy.testing.assert_allclose(weighted[3]._.elmo, 0.25 * layers[1, 3] + 0.75 * layers[2, 3], atol=1e-6)
+
+
+@pytest.mark.parametrize("store,dtype", [("mix", "float32"), ("mix", "float16"), ("all", "float16"), ("none", "float32")])
+def test_storage_options(weight_files, store, dtype):
+    full = make_nlp(weight_files)(TEXTS[0])
+    doc = make_nlp(weight_files, store=store, store_dtype=dtype)(TEXTS[0])
+    tolerance = 1e-6 if dtype == "float32" else 2e-3
+    if store == "all":
+        assert doc.user_data[("spacy_elmo", "layers")].dtype == numpy.float16
+        assert doc._.elmo_layers.dtype == numpy.float32
+        numpy.testing.assert_allclose(doc._.elmo_layers, full._.elmo_layers, atol=tolerance)
+    else:
+        assert doc._.elmo_layers is None
+    if store == "none":
+        assert doc[0]._.elmo is None and doc[0:2]._.elmo is None
+    else:
+        numpy.testing.assert_allclose(doc[1]._.elmo, full[1]._.elmo, atol=tolerance)
+    assert ("spacy_elmo", "pending") not in doc.user_data  # no listeners: nothing held for them
+
+
+def test_empty_docs(weight_files):
+    nlp = make_nlp(weight_files)
+    docs = list(nlp.pipe(["", "Not empty.", ""]))
+    assert docs[0]._.elmo_layers.shape == (3, 0, 16)
+    assert docs[1]._.elmo_layers.shape == (3, 3, 16)
+    assert nlp("")._.elmo_layers.shape == (3, 0, 16)
+
+
+def test_long_doc_runs_in_windows(weight_files, reference):
+    nlp = make_nlp(weight_files)
+    nlp.get_pipe("elmo").model.attrs["max_segment_length"] = 40
+    words = [f"w{i % 17}" for i in range(1000)]
+    doc = nlp(Doc(nlp.vocab, words=words))
+    assert doc._.elmo_layers.shape == (3, 1000, 16)
+    # Each window is an independent segment.
+    expected = reference.embed_batch([words[40:80]])[0]
+    numpy.testing.assert_allclose(doc._.elmo_layers[:, 40:80], expected, atol=1e-4)
+    assert not numpy.allclose(doc._.elmo_layers[:, 38:40], reference.embed_batch([words[:80]])[0][:, 38:40], atol=1e-3)
+
+
+def test_cache_is_exact_and_follows_weight_changes(weight_files):
+    nlp = make_nlp(weight_files)
+    elmo = nlp.get_pipe("elmo")
+    first = [d._.elmo_layers.copy() for d in nlp.pipe(TEXTS)]
+    cache = elmo.model.attrs["cache"]
+    assert len(cache) == len(TEXTS) and cache.hits == 0
+    second = [d._.elmo_layers for d in nlp.pipe(TEXTS)]
+    assert cache.hits == len(TEXTS)
+    for a, b in zip(first, second):
+        numpy.testing.assert_array_equal(a, b)
+    bilm = elmo.model.layers[0].shims[0]._model
+    with __import__("torch").no_grad():
+        bilm.char_encoder.proj_bias.add_(1.0)
+    changed = nlp(TEXTS[0])._.elmo_layers
+    assert numpy.abs(changed - first[0]).max() > 0.1  # not served from the stale cache
+
+
+def test_no_weights_is_a_helpful_error():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    with pytest.raises(ElmoNoWeightsError, match="has no biLM weights") as info:
+        nlp("text")
+    assert "options_file" in str(info.value) and "pretrain" in str(info.value)
+
+
+def test_bad_settings_are_refused(weight_files):
+    options, weights = weight_files
+    nlp = spacy.blank("en")
+    with pytest.raises(ElmoError, match="store must be one of"):
+        nlp.add_pipe("elmo", config={"store": "some"})
+    with pytest.raises(ElmoError, match="options_file and weight_file go together"):
+        nlp.add_pipe("elmo", name="e2", config={"options_file": str(options)})
+    with pytest.raises(ElmoError, match="token_mix"):
+        nlp.add_pipe("elmo", name="e3", config={"token_mix": [-1, 2]})
+
+
+def test_missing_weight_file_named_on_first_use(tmp_path, weight_files):
+    options, _ = weight_files
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(tmp_path / "gone.hdf5")})
+    with pytest.raises(FileNotFoundError, match="weight file not found: .*gone.hdf5"):
+        nlp("text")
+
+
+def test_config_sizes_must_match_the_weights(weight_files):
+    options, weights = weight_files
+    nlp = spacy.blank("en")
+    model = {
+        "@architectures": "spacy-elmo.ElmoBiLM.v1",
+        "char_dim": 4, "filters": [[1, 4], [2, 6], [3, 8]], "n_highway": 2,
+        "projection_dim": 8, "lstm_dim": 32, "n_layers": 2,
+    }
+    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "model": model})
+    with pytest.raises(ElmoError, match=r"lstm.dim is 32 in the component.s model config but 16 in .*options.json"):
+        nlp("text")
+    with pytest.raises(ElmoError, match="set all of .* or none of them"):
+        spacy.blank("en").add_pipe("elmo", config={"model": {"@architectures": "spacy-elmo.ElmoBiLM.v1", "lstm_dim": 8}})
+
+
+def test_pretraining_directory_is_accepted(tmp_path, weight_files, reference):
+    bilm_dir = tmp_path / "pretrained"
+    reference.to_files(bilm_dir / "options.json", bilm_dir / "weights.hdf5")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"bilm_dir": str(bilm_dir)})
+    doc = nlp(TEXTS[0])
+    numpy.testing.assert_allclose(doc._.elmo_layers, reference.embed_batch([[t.text for t in doc]])[0], atol=1e-4)
+
+
+def test_initialize_with_a_loader(weight_files, reference):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    options, weights = weight_files
+    nlp.config["initialize"]["components"]["elmo"] = {
+        "weights": {"@misc": "spacy-elmo.WeightsFromFiles.v1", "options_file": str(options), "weight_file": str(weights)}
+    }
+    nlp.initialize()
+    doc = nlp(TEXTS[2])
+    numpy.testing.assert_allclose(doc._.elmo_layers, reference.embed_batch([[t.text for t in doc]])[0], atol=1e-4)
+
+
+def test_saved_pipeline_needs_no_original_files(tmp_path, weight_files):
+    options, weights = weight_files
+    nlp = make_nlp(weight_files)
+    before = [d._.elmo_layers for d in nlp.pipe(TEXTS)]
+    nlp.to_disk(tmp_path / "pipeline")
+    options.unlink()
+    weights.unlink()
+    loaded = spacy.load(tmp_path / "pipeline")
+    # Equal to float32 precision: MKL's sums may differ in the last bit with memory alignment.
+    for doc, expected in zip(loaded.pipe(TEXTS), before):
+        numpy.testing.assert_allclose(doc._.elmo_layers, expected, atol=1e-6, rtol=0)
+    from_bytes = spacy.blank("en")
+    from_bytes.add_pipe("elmo")
+    from_bytes.from_bytes(nlp.to_bytes())
+    numpy.testing.assert_allclose(from_bytes(TEXTS[0])._.elmo_layers, before[0], atol=1e-6, rtol=0)
