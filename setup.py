@@ -15,7 +15,7 @@ setup(
     python_requires=">=3.9",
     packages=find_packages(include=["spacy_elmo", "spacy_elmo.*"]),
     include_package_data=True,
-    package_data={"spacy_elmo": ["py.typed"]},
+    package_data={"spacy_elmo": ["py.typed", "data/default_bilm/*"]},
     # torch is pinned by the Makefile before this installs (pip would otherwise
     # resolve a range to the newest CUDA build); any 2.x from 2.1 works.
     install_requires=[
@@ -43,6 +43,7 @@ setup(
         "spacy_misc": [
             "spacy-elmo.WeightsFromFiles.v1 = spacy_elmo.loaders:weights_from_files_v1",
             "spacy-elmo.WeightsFromDir.v1 = spacy_elmo.loaders:weights_from_dir_v1",
+            "spacy-elmo.DefaultWeights.v1 = spacy_elmo.loaders:default_weights_v1",
         ],
     },
     classifiers=[

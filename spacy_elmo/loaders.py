@@ -11,6 +11,13 @@ from spacy.util import registry
 from .bilm import ElmoBiLM, ElmoError
 
 PathLike = Union[str, Path]
+# The English biLM that ships with the package (built by the project's `all` workflow).
+DEFAULT_BILM_DIR = Path(__file__).parent / "data" / "default_bilm"
+
+
+def default_bilm_dir() -> Optional[Path]:
+    """The bundled biLM's directory, or None if this install has none."""
+    return DEFAULT_BILM_DIR if (DEFAULT_BILM_DIR / "weights.hdf5").is_file() else None
 
 
 def load_bilm(
@@ -36,3 +43,16 @@ def weights_from_files_v1(options_file: str, weight_file: str) -> Callable[[], E
 def weights_from_dir_v1(path: str) -> Callable[[], ElmoBiLM]:
     """A directory with ``options.json`` + ``weights.hdf5`` (``python -m spacy_elmo pretrain`` output)."""
     return lambda: load_bilm(bilm_dir=path)
+
+
+@registry.misc("spacy-elmo.DefaultWeights.v1")
+def default_weights_v1() -> Callable[[], ElmoBiLM]:
+    """The English biLM bundled with the package."""
+
+    def load() -> ElmoBiLM:
+        path = default_bilm_dir()
+        if path is None:
+            raise ElmoError(f"this install of spacy-elmo has no bundled biLM (expected in {DEFAULT_BILM_DIR})")
+        return load_bilm(bilm_dir=path)
+
+    return load

@@ -211,3 +211,20 @@ def test_saved_pipeline_needs_no_original_files(tmp_path, weight_files):
     from_bytes.add_pipe("elmo")
     from_bytes.from_bytes(nlp.to_bytes())
     numpy.testing.assert_allclose(from_bytes(TEXTS[0])._.elmo_layers, before[0], atol=1e-6, rtol=0)
+
+
+def test_bundled_default_is_used_without_config(tmp_path, monkeypatch, reference):
+    import spacy_elmo.loaders as loaders
+
+    monkeypatch.setattr(loaders, "DEFAULT_BILM_DIR", tmp_path / "missing")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    with pytest.raises(ElmoNoWeightsError, match="has no biLM weights"):
+        nlp("text")
+    bundled = tmp_path / "default_bilm"
+    reference.to_files(bundled / "options.json", bundled / "weights.hdf5")
+    monkeypatch.setattr(loaders, "DEFAULT_BILM_DIR", bundled)
+    doc = nlp("Offline, with no config .")
+    numpy.testing.assert_allclose(doc._.elmo_layers, reference.embed_batch([[t.text for t in doc]])[0], atol=1e-4)
+    loaded = loaders.default_weights_v1()()
+    assert loaded.options == reference.options

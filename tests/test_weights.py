@@ -201,3 +201,15 @@ def test_copy_of_reference_is_readonly_safe(reference_dir, tmp_path):
     shutil.copy(reference_dir / "lm_weights.hdf5", target)
     target.chmod(0o444)
     ElmoBiLM.from_files(reference_dir / "options.json", target)
+
+
+def test_float16_files_are_half_size_and_load(saved, tmp_path):
+    model, _, weights = saved
+    model.to_files(tmp_path / "h.json", tmp_path / "h.hdf5", dtype="float16")
+    with h5py.File(tmp_path / "h.hdf5", "r") as f:
+        assert f["CNN_proj/W_proj"].dtype == numpy.float16
+    half = ElmoBiLM.from_files(tmp_path / "h.json", tmp_path / "h.hdf5")
+    for a, b in zip(model.embed_batch(SENTENCES), half.embed_batch(SENTENCES)):
+        numpy.testing.assert_allclose(a, b, atol=0.05)
+    with pytest.raises(ElmoWeightsError, match="float32 or float16, not 'int8'"):
+        model.to_files(tmp_path / "x.json", tmp_path / "x.hdf5", dtype="int8")

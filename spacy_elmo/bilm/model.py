@@ -61,11 +61,12 @@ class ElmoBiLM(nn.Module):
             raise ElmoFileNotFoundError(f"biLM directory not found: {path}")
         return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device)
 
-    def to_files(self, options_file: PathLike, weight_file: PathLike) -> None:
-        """Write the bilm-tf layout (readable by ``from_files``, bilm-tf and AllenNLP)."""
+    def to_files(self, options_file: PathLike, weight_file: PathLike, dtype: str = "float32") -> None:
+        """Write the bilm-tf layout (readable by ``from_files``, bilm-tf and AllenNLP);
+        ``dtype="float16"`` stores half-size datasets."""
         options_file = Path(options_file)
         options_file.parent.mkdir(parents=True, exist_ok=True)
-        write_weights(self.tf_arrays(), weight_file)
+        write_weights(self.tf_arrays(), weight_file, dtype=dtype)
         self.options.to_file(options_file)
 
     def load_tf_arrays(self, arrays: Dict[str, numpy.ndarray]) -> None:

@@ -111,8 +111,13 @@ def _check_no_unexpected(found, expected, options: ElmoOptions, path: Path) -> N
                 )
 
 
-def write_weights(arrays: Dict[str, numpy.ndarray], weight_file: Union[str, Path]) -> None:
-    """Write float32 datasets atomically: a crash never leaves a half-written file."""
+def write_weights(arrays: Dict[str, numpy.ndarray], weight_file: Union[str, Path], dtype: str = "float32") -> None:
+    """Write the datasets atomically: a crash never leaves a half-written file.
+
+    ``dtype="float16"`` halves the file (readers upcast to float32).
+    """
+    if dtype not in ("float32", "float16"):
+        raise ElmoWeightsError(f"weight files are float32 or float16, not {dtype!r}")
     path = Path(weight_file)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
@@ -120,7 +125,7 @@ def write_weights(arrays: Dict[str, numpy.ndarray], weight_file: Union[str, Path
     try:
         with h5py.File(tmp, "w") as f:
             for name, array in arrays.items():
-                f.create_dataset(name, data=numpy.asarray(array, dtype=numpy.float32))
+                f.create_dataset(name, data=numpy.asarray(array, dtype=dtype))
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -19,7 +19,7 @@ from ..bilm import ElmoError
 from ..layers.bilm_model import ElmoNoWeightsError, get_bilm, set_bilm, set_cache_size
 from ..layers.doc_data import DTYPE_CHOICES, STORE_CHOICES, store_doc_layers, token_mix_weights
 from ..layers.listener import batch_id, is_listener, learned_mix, receive, set_listener_dims
-from ..loaders import load_bilm
+from ..loaders import default_bilm_dir, load_bilm
 from .extensions import install_extensions
 
 DEFAULT_ELMO_MODEL = Config().from_str(
@@ -71,8 +71,9 @@ def make_elmo(
     """ELMo contextual vectors for every token.
 
     options_file/weight_file (bilm-tf/AllenNLP files) or bilm_dir (a
-    pretraining output) name the weights; they are read on first use, so a
-    saved pipeline (which carries its weights) never needs them. store: what
+    pretraining output) name the weights (none: the English biLM bundled with
+    the package); they are read on first use, so a saved pipeline (which
+    carries its weights) never needs them. store: what
     stays on the Doc ("all" layers, the token "mix", or "none");
     store_dtype: "float32" or "float16"; token_mix: layer weights for
     token._.elmo (null: the average); cache_size_mb: memory for cached biLM
@@ -175,9 +176,13 @@ class ElmoComponent(TrainablePipe):
     def _ensure_weights(self) -> None:
         if self.has_weights:
             return
-        if not any(self._weight_source.values()):
+        if any(self._weight_source.values()):
+            self._set_weights(load_bilm(**self._weight_source))
+            return
+        bundled = default_bilm_dir()
+        if bundled is None:
             raise ElmoNoWeightsError(NO_WEIGHTS_HELP.format(name=self.name))
-        self._set_weights(load_bilm(**self._weight_source))
+        self._set_weights(load_bilm(bilm_dir=bundled))
 
     def _set_weights(self, bilm: Any) -> None:
         set_bilm(self.model, bilm)
