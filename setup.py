@@ -40,6 +40,7 @@ setup(
             "spacy-elmo.ElmoStandalone.v1 = spacy_elmo.architectures:build_elmo_standalone_v1",
             "spacy-elmo.ElmoConcat.v1 = spacy_elmo.architectures:build_elmo_concat_v1",
         ],
+        "spacy_loggers": ["spacy-elmo.TrainingLog.v1 = spacy_elmo.training_log:training_log_v1"],
         "spacy_misc": [
             "spacy-elmo.WeightsFromFiles.v1 = spacy_elmo.loaders:weights_from_files_v1",
             "spacy-elmo.WeightsFromDir.v1 = spacy_elmo.loaders:weights_from_dir_v1",

@@ -1,4 +1,5 @@
 """Every config in configs/ trains for a few steps on a tiny corpus."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -70,11 +71,16 @@ ELMO_RUNS = [
 
 @pytest.mark.parametrize("config,train,component", ELMO_RUNS)
 def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, component):
+    log = tmp_path / "log.jsonl"
     out = spacy_train(
         config, train, corpus, tmp_path,
         "--paths.elmo_options", str(corpus / "options.json"), "--paths.elmo_weights", str(corpus / "weights.hdf5"),
+        "--training.logger.output_file", str(log),
     )
     assert "Saved pipeline" in out
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 3, 6]
+    assert all({"epoch", "score", "seconds", "words", "losses", "scores"} <= set(r) for r in records)
     nlp = spacy.load(tmp_path / "model-last")
     assert nlp.pipe_names == ["elmo", "tok2vec", component]
     mix = nlp.get_pipe("elmo").listener_mix_weights()[component][0]

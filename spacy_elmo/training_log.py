@@ -1,0 +1,41 @@
+"""``spacy-elmo.TrainingLog.v1``: spaCy's console table, plus a JSONL record of
+every evaluation with the elapsed seconds and words seen (what a fair
+comparison reports: epochs, steps, wall time, best dev score)."""
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any, Callable, Dict, Optional, Tuple
+
+from spacy.training.loggers import console_logger_v3
+from spacy.util import registry
+
+
+@registry.loggers("spacy-elmo.TrainingLog.v1")
+def training_log_v1(output_file: Optional[str] = None, progress_bar: Optional[str] = None) -> Callable:
+    console = console_logger_v3(progress_bar=progress_bar, console_output=True, output_file=None)
+
+    def setup(nlp: Any, stdout: IO = sys.stdout, stderr: IO = sys.stderr) -> Tuple[Callable, Callable]:
+        log_console, finalize_console = console(nlp, stdout, stderr)
+        stream = None
+        if output_file:
+            Path(output_file).parent.mkdir(parents=True, exist_ok=True)
+            stream = Path(output_file).open("w", encoding="utf8")
+
+        def log_step(info: Optional[Dict[str, Any]]) -> None:
+            log_console(info)
+            if info is None or stream is None:
+                return
+            record = {key: info[key] for key in ("epoch", "step", "score", "seconds", "words")}
+            record["losses"] = {k: float(v) for k, v in info["losses"].items()}
+            record["scores"] = {k: v for k, v in info["other_scores"].items() if isinstance(v, (int, float))}
+            stream.write(json.dumps(record) + "\n")
+            stream.flush()
+
+        def finalize() -> None:
+            finalize_console()
+            if stream is not None:
+                stream.close()
+
+        return log_step, finalize
+
+    return setup
