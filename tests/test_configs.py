@@ -94,6 +94,7 @@ def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, co
     [
         ("ner_cnn.cfg", "ner.spacy", []),
         ("textcat_cnn.cfg", "cats.spacy", []),
+        ("textcat_bow.cfg", "cats.spacy", []),
         ("ner_vectors.cfg", "ner.spacy", ["--paths.vectors", "VECTORS"]),
         ("textcat_vectors.cfg", "cats.spacy", ["--paths.vectors", "VECTORS"]),
     ],

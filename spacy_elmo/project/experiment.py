@@ -1,0 +1,140 @@
+"""``experiment``: one config, several seeds: ``spacy train`` to convergence,
+then the best model scored ONCE on the test split with ``spacy evaluate``.
+
+    python -m spacy_elmo.project.experiment CONFIG TRAIN DEV TEST NAME \\
+        [--seeds 0,1,2] [--gold-preproc] [--gpu-id -1] [SPACY TRAIN OVERRIDES...]
+
+Every config runs under its own stopping rule (``training.patience``, the same
+value in all our configs); overrides such as ``--paths.elmo_options`` or
+``--training.max_steps`` go straight to ``spacy train``.
+
+Per seed it writes ``training/NAME/seed{N}/`` (the models and ``log.jsonl``,
+one line per evaluation) and ``metrics/NAME/seed{N}.json``: the test scores,
+how training went (epochs, steps, seconds, best dev score and its step) and,
+for ELMo pipelines, each listener's learned layer weights. A seed whose
+metrics file exists is skipped, so an interrupted run resumes.
+"""
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import typer
+
+from . import ProjectDataError
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+def training_summary(log_file: Path) -> Dict[str, Any]:
+    """Epochs, steps, seconds and the best dev score, from spacy-elmo.TrainingLog.v1's JSONL."""
+    if not log_file.is_file():
+        raise ProjectDataError(f"{log_file}: no training log (did spacy train run with the TrainingLog logger?)")
+    records = [json.loads(line) for line in log_file.read_text(encoding="utf8").splitlines() if line.strip()]
+    if not records:
+        raise ProjectDataError(f"{log_file}: the training log is empty")
+    best = max(records, key=lambda r: r["score"])
+    last = records[-1]
+    return {
+        "epochs": last["epoch"],
+        "steps": last["step"],
+        "seconds": last["seconds"],
+        "words": last["words"],
+        "best_dev_score": best["score"],
+        "best_dev_scores": best["scores"],
+        "best_step": best["step"],
+        "dev_curve": [(r["step"], r["score"]) for r in records],
+    }
+
+
+def elmo_mix(model_dir: Path) -> Optional[Dict[str, Any]]:
+    """Each listening component's learned softmax(s) and gamma, if the pipeline has ELMo."""
+    import spacy
+
+    nlp = spacy.load(model_dir)
+    if "elmo" not in nlp.pipe_names:
+        return None
+    return nlp.get_pipe("elmo").listener_mix_weights()
+
+
+def run_seed(
+    config: Path,
+    train: Path,
+    dev: Path,
+    test: Path,
+    name: str,
+    seed: int,
+    overrides: List[str],
+    gold_preproc: bool,
+    gpu_id: int,
+    training_dir: Path,
+    metrics_dir: Path,
+) -> Path:
+    out_dir = training_dir / name / f"seed{seed}"
+    metrics_file = metrics_dir / name / f"seed{seed}.json"
+    if metrics_file.is_file():
+        typer.echo(f"{metrics_file} exists: seed {seed} of {name} is done")
+        return metrics_file
+    corpus_flags = []
+    if gold_preproc:
+        corpus_flags = ["--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true"]
+    command = [
+        sys.executable, "-m", "spacy", "train", str(config), "--output", str(out_dir),
+        "--paths.train", str(train), "--paths.dev", str(dev), "--system.seed", str(seed),
+        "--training.logger.output_file", str(out_dir / "log.jsonl"), "--gpu-id", str(gpu_id),
+        *corpus_flags, *overrides,
+    ]
+    typer.echo(f"=== {name}, seed {seed}: {' '.join(command)}")
+    start = time.time()
+    subprocess.run(command, check=True)
+    wall_seconds = time.time() - start
+    scores_file = out_dir / "test_scores.json"
+    evaluate = [
+        sys.executable, "-m", "spacy", "evaluate", str(out_dir / "model-best"), str(test),
+        "--output", str(scores_file), "--gpu-id", str(gpu_id),
+    ] + (["--gold-preproc"] if gold_preproc else [])
+    subprocess.run(evaluate, check=True)
+    result = {
+        "name": name,
+        "config": str(config),
+        "seed": seed,
+        "overrides": overrides,
+        "gold_preproc": gold_preproc,
+        "test": json.loads(scores_file.read_text(encoding="utf8")),
+        "training": {**training_summary(out_dir / "log.jsonl"), "wall_seconds": round(wall_seconds, 1)},
+        "elmo_mix": elmo_mix(out_dir / "model-best"),
+    }
+    metrics_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = metrics_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2), encoding="utf8")
+    tmp.replace(metrics_file)
+    return metrics_file
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def main(
+    ctx: typer.Context,
+    config: Path = typer.Argument(..., exists=True, dir_okay=False, help="spaCy training config"),
+    train: Path = typer.Argument(..., exists=True, help="training .spacy"),
+    dev: Path = typer.Argument(..., exists=True, help="dev .spacy (model selection and early stopping)"),
+    test: Path = typer.Argument(..., exists=True, help="test .spacy (scored once per seed, at the end)"),
+    name: str = typer.Argument(..., help="run name: training/NAME/ and metrics/NAME/"),
+    seeds: str = typer.Option("0,1,2", "--seeds", help="comma-separated random seeds"),
+    gold_preproc: bool = typer.Option(False, "--gold-preproc", help="one example per gold sentence, gold tokens"),
+    gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU id, or -1 for CPU"),
+    training_dir: Path = typer.Option(Path("training"), "--training-dir"),
+    metrics_dir: Path = typer.Option(Path("metrics"), "--metrics-dir"),
+):
+    """Train NAME for each seed, then score each best model once on TEST."""
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--seeds must be comma-separated integers, got {seeds!r}") from None
+    for seed in seed_list:
+        run_seed(config, train, dev, test, name, seed, list(ctx.args), gold_preproc, gpu_id, training_dir, metrics_dir)
+
+
+if __name__ == "__main__":
+    app()
