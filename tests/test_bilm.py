@@ -143,3 +143,18 @@ def test_state_export_import_round_trip():
     after_b = model.embed_batch(SENTENCES[3:6], stateful=True)
     for a, b in zip(after_a, after_b):
         numpy.testing.assert_array_equal(a, b)
+
+
+def test_char_cnn_cut_to_content_equals_the_full_width():
+    """Skipping the all-PAD tail of short tokens leaves the CNN features unchanged."""
+    from spacy_elmo.bilm import token_char_ids
+
+    model = tiny_bilm(seed=3, filters=[(1, 4), (3, 6), (7, 8)])
+    # A first chunk of only short tokens (cut hard), then one with long ones (not cut).
+    tokens = ["", "a", "ab", "über", "<S>", "</S>", "naïve—", "7", "hello"] * 30 + ["x" * 47, "y" * 48, "z" * 60] * 2
+    ids = torch.tensor([token_char_ids(t) for t in tokens] + [[0] * 50])  # and a batch-padding row
+    with torch.no_grad():
+        cut = model.char_encoder._convolve_by_length(ids)
+        full = model.char_encoder._convolve(ids)
+    assert torch.allclose(cut, full, atol=1e-6)
+    assert len(ids) > 256  # several chunks, of different widths
