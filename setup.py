@@ -27,6 +27,8 @@ setup(
         "typer>=0.9",
         "h5py>=3.0",
         "tqdm>=4.60",
+        # PNG plots of training curves and results (pretrain, project report).
+        "matplotlib>=3.5",
     ],
     extras_require={
         "test": ["pytest>=7"],

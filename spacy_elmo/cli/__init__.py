@@ -11,14 +11,13 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """ELMo biLM tools: embed text, pretrain and evaluate language models."""
 
 
 # Commands register themselves on `app` when imported.
-from . import embed  # noqa: E402,F401
+from . import embed, pretrain  # noqa: E402,F401
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ import typer
 from tqdm import tqdm
 
 from ..bilm import ElmoBiLM, ElmoError
+from ..textio import iter_utf8_lines
 from . import app
 
 LAYER_CHOICES = ("all", "top", "average")
@@ -36,16 +37,7 @@ def read_lines(path: Path) -> List[str]:
     """Lines of a UTF-8 file; a clear error names the first undecodable line."""
     if not path.is_file():
         raise EmbedInputError(f"input file not found: {path}")
-    lines = []
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                lines.append(raw.decode("utf8").rstrip("\r\n"))
-            except UnicodeDecodeError as err:
-                raise EmbedInputError(
-                    f"{path}, line {number}: not valid UTF-8 (byte {raw[err.start]:#04x} at byte offset {err.start})"
-                ) from None
-    return lines
+    return list(iter_utf8_lines(path, EmbedInputError))
 
 
 def make_tokenizer(spacy_tokenizer: Optional[str]) -> Callable[[str], List[str]]:

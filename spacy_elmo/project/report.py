@@ -236,20 +236,10 @@ def plots(summary, runs, pretrain_records, reports_dir: Path) -> List[Path]:
     plt.close(fig)
 
     if pretrain_records:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        steps = [r["step"] for r in pretrain_records if "loss" in r]
-        ax.plot(steps, [r["loss"] for r in pretrain_records if "loss" in r], label="train loss")
-        dev = [r for r in pretrain_records if "dev_perplexity" in r]
-        if dev:
-            ax2 = ax.twinx()
-            ax2.plot([r["step"] for r in dev], [r["dev_perplexity"] for r in dev], "o-", color="#c44", label="dev perplexity")
-            ax2.set_ylabel("dev perplexity")
-        ax.set_xlabel("step")
-        ax.set_ylabel("train loss (mean of both directions)")
-        fig.tight_layout()
+        from ..pretrain.outputs import plot_curve
+
         written.append(reports_dir / "pretrain_curve.png")
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
+        plot_curve(pretrain_records, written[-1])
 
     rows = layer_weight_rows(runs)
     if rows:

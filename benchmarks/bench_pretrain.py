@@ -1,0 +1,125 @@
+"""Pretraining speed: tokens/s of training steps for the small biLM.
+
+    python benchmarks/bench_pretrain.py [--precision fp32 bf16] [--softmax adaptive] [--steps 8]
+
+Builds the published small configuration (2x1024_128_2048cnn_1xhighway) with
+a fresh softmax over a 50k vocabulary, and trains on synthetic Zipfian text
+(pseudo-words of 2-12 letters, sentences of 15-35 tokens, batches of
+``configs/pretrain_small.cfg``'s ``training.batch_size`` tokens unless
+``--batch-tokens`` says otherwise) exactly as ``pretrain`` does (dropout 0.1,
+AdamW, grad clip). Prints tokens/s per precision, the executed GFLOP/s (FLOPs
+of one step counted by torch's FlopCounterMode) and the fraction of the
+matmul ceiling of that precision, measured in the same run.
+
+bf16 runs only where the CPU has native bf16 (AVX512-BF16 or AMX): elsewhere
+torch emulates it and a step takes minutes, so the script prints the bf16
+matmul ceiling and skips the run (``--force-bf16`` runs it anyway).
+"""
+import argparse
+import time
+from pathlib import Path
+
+import numpy
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from spacy_elmo.bilm import preset
+from spacy_elmo.bilm.language_model import BidirectionalLM
+from spacy_elmo.bilm.model import ElmoBiLM
+from spacy_elmo.bilm.lm_head import build_lm_head
+from spacy_elmo.pretrain import load_config
+from spacy_elmo.pretrain.batches import epoch_batches, make_batch
+from spacy_elmo.pretrain.corpus import Corpus
+from spacy_elmo.pretrain.vocab import Vocabulary
+
+
+def matmul_ceiling(dtype: torch.dtype, size: int = 1024, seconds: float = 2.0) -> float:
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    a @ b
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        n += 1
+    return 2 * size**3 * n / (time.perf_counter() - start) / 1e9
+
+
+def synthetic_corpus(n_sentences: int, vocab_size: int, seed: int = 0):
+    rng = numpy.random.default_rng(seed)
+    letters = numpy.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(rng.choice(letters, rng.integers(2, 13))) for _ in range(vocab_size)]
+    ranks = numpy.minimum(rng.zipf(1.1, size=n_sentences * 25) - 1, vocab_size - 1)
+    corpus = Corpus()
+    lengths = rng.integers(15, 36, size=n_sentences)
+    sentences, pos = [], 0
+    for n in lengths:
+        sentences.append(corpus.encode([words[r] for r in ranks[pos : pos + n]]))
+        pos += n
+    return corpus, sentences
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    parser.add_argument("--softmax", default="adaptive", choices=["full", "sampled", "adaptive"])
+    parser.add_argument("--batch-tokens", type=int, default=None, help="default: pretrain_small.cfg's batch_size")
+    parser.add_argument("--force-bf16", action="store_true")
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    small = load_config(Path(__file__).parent.parent / "configs" / "pretrain_small.cfg", {"paths.train": "unused"})
+    batch_tokens = args.batch_tokens or small["training"]["batch_size"]
+    native_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+
+    vocab_size = 50_000
+    corpus, sentences = synthetic_corpus(40000, vocab_size * 4)
+    vocab = Vocabulary.build(corpus.types, corpus.type_counts(sentences), max_size=vocab_size)
+    type_words = vocab.ids(corpus.types)
+    batches = epoch_batches([len(s) for s in sentences], batch_tokens, 0, 0)
+    print(f"threads {torch.get_num_threads()}, torch {torch.__version__}, softmax {args.softmax}, "
+          f"vocab {len(vocab)}, batch {batch_tokens} tokens, native bf16: {native_bf16}")
+    for precision in args.precision:
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        ceiling = matmul_ceiling(dtype)
+        if precision == "bf16" and not (native_bf16 or args.force_bf16):
+            print(f"bf16: skipped: no native bf16 on this CPU (matmul ceiling {ceiling:.1f} GFLOP/s, "
+                  f"emulated); --force-bf16 runs it anyway")
+            continue
+        torch.manual_seed(0)
+        bilm = ElmoBiLM(preset("small"))
+        head = build_lm_head(args.softmax, 128, len(vocab), n_samples=8192, cutoffs=[2000, 10000])
+        lm = BidirectionalLM(bilm, head).train()
+        optimizer = torch.optim.AdamW(lm.parameters(), lr=1e-3)
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+
+        def step(batch):
+            with autocast:
+                fwd, bwd, n = lm(*batch, dropout=0.1)
+            loss = (fwd + bwd) / (2 * n)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
+            optimizer.step()
+
+        def tensors(i):
+            return make_batch([sentences[j] for j in batches[i % len(batches)]], corpus.type_chars, type_words)
+
+        step(tensors(0))  # warm-up
+        with FlopCounterMode(display=False) as counter:
+            step(tensors(1))
+        flops_per_token = counter.get_total_flops() / sum(len(sentences[j]) for j in batches[1])
+        tokens, start = 0, time.perf_counter()
+        for i in range(2, 2 + args.steps):
+            batch = tensors(i)
+            step(batch)
+            tokens += int((batch[3] - 2).sum())
+        seconds = time.perf_counter() - start
+        rate = tokens / seconds
+        gflops = rate * flops_per_token / 1e9
+        print(f"{precision}: {rate:7.0f} tokens/s  ({args.steps} steps, {tokens} tokens, {seconds:.1f} s)  "
+              f"{flops_per_token / 1e6:.1f} MFLOP/token  {gflops:.1f} GFLOP/s  "
+              f"matmul ceiling {ceiling:.1f} GFLOP/s  fraction {gflops / ceiling:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""The pretraining config: spaCy-style (confection) sections, validated up front.
+
+Every setting has a default (``DEFAULT_CONFIG``); a config file overrides
+some, and the command line overrides those (``--training.max_steps 60``).
+The learning-rate schedule never depends on ``max_steps``, so a run extended
+with a larger ``max_steps`` continues exactly as a longer run would have.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from confection import Config
+
+from ..bilm import ElmoError, ElmoOptions
+from ..bilm.lm_head import SOFTMAX_KINDS
+
+DEFAULT_CONFIG = """
+[paths]
+train = null
+dev = null
+# Fine-tune from published files (a fresh softmax is trained for the new vocabulary).
+init_options = null
+init_weights = null
+# An existing vocabulary (one token per line) instead of one built from train.
+vocab = null
+
+[system]
+seed = 0
+# torch threads; 0 keeps torch's default.
+threads = 0
+
+[corpus]
+# "lines": one whitespace-tokenised sentence per line; "paragraphs": raw text,
+# split into sentences and tokenised with spaCy; "auto": .spacy files are
+# DocBins, other files "lines".
+text_format = "auto"
+lang = "en"
+# Longer sentences are cut into pieces of at most this many tokens.
+max_sentence_length = 100
+# Dev sentences used for perplexity (0: all).
+max_dev_sentences = 2000
+
+[vocab]
+min_count = 1
+max_size = 50000
+
+[model]
+char_dim = 16
+filters = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+n_highway = 1
+projection_dim = 128
+lstm_dim = 1024
+n_layers = 2
+cell_clip = 3.0
+proj_clip = 3.0
+use_skip_connections = true
+activation = "relu"
+max_characters_per_token = 50
+
+[training]
+max_steps = 10000
+# Tokens per batch per process (boundaries not counted).
+batch_size = 2048
+optimizer = "adam"
+learn_rate = 0.001
+warmup_steps = 200
+weight_decay = 0.0
+dropout = 0.1
+grad_clip = 10.0
+softmax = "adaptive"
+n_samples = 8192
+adaptive_cutoffs = [2000, 10000]
+adaptive_div_value = 4.0
+precision = "fp32"
+log_every_steps = 10
+eval_every_steps = 500
+checkpoint_every_steps = 500
+checkpoint_every_minutes = 10.0
+"""
+
+OPTIMIZERS = ("adam", "adagrad", "sgd")
+PRECISIONS = ("fp32", "bf16")
+TEXT_FORMATS = ("auto", "lines", "paragraphs")
+# Settings a resumed run may change: everything else must match the checkpoint.
+RESUMABLE_CHANGES = (
+    "training.max_steps",
+    "training.log_every_steps",
+    "training.eval_every_steps",
+    "training.checkpoint_every_steps",
+    "training.checkpoint_every_minutes",
+    "system.threads",
+    "corpus.max_dev_sentences",
+    "paths.dev",
+)
+
+
+class PretrainConfigError(ElmoError):
+    """A pretraining config that cannot be used."""
+
+
+def load_config(path: Optional[Union[str, Path]], overrides: Optional[Dict[str, Any]] = None) -> Config:
+    """The defaults, then the file (if any), then the overrides; validated."""
+    config = Config().from_str(DEFAULT_CONFIG)
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise PretrainConfigError(f"config file not found: {path}")
+        try:
+            user = Config().from_disk(path, interpolate=False)
+        except Exception as err:  # confection raises several kinds for bad syntax
+            raise PretrainConfigError(f"{path}: cannot parse the config: {err}") from None
+        unknown = [f"[{s}]" for s in user if s not in config]
+        unknown += [f"{s}.{k}" for s in user if s in config for k in user[s] if k not in config[s]]
+        if unknown:
+            raise PretrainConfigError(f"{path}: unknown setting(s) {', '.join(unknown)}")
+        config = config.merge(user)
+    for key, value in (overrides or {}).items():
+        section, _, name = key.partition(".")
+        if section not in config or name not in config[section]:
+            raise PretrainConfigError(f"unknown setting in override --{key}")
+        config[section][name] = value
+    config = config.interpolate()
+    validate(config)
+    return config
+
+
+def _check(condition: bool, key: str, message: str) -> None:
+    if not condition:
+        raise PretrainConfigError(f"config setting {key} {message}")
+
+
+def validate(config: Config) -> None:
+    t, c, v = config["training"], config["corpus"], config["vocab"]
+    for key in ("max_steps", "batch_size", "log_every_steps", "eval_every_steps", "checkpoint_every_steps"):
+        _check(isinstance(t[key], int) and not isinstance(t[key], bool) and t[key] >= 1,
+               f"training.{key}", f"must be a positive integer, got {t[key]!r}")
+    for key in ("learn_rate", "dropout", "grad_clip", "checkpoint_every_minutes", "weight_decay"):
+        _check(isinstance(t[key], (int, float)) and t[key] >= 0, f"training.{key}", f"must be a number >= 0, got {t[key]!r}")
+    _check(t["learn_rate"] > 0, "training.learn_rate", "must be > 0")
+    _check(t["dropout"] < 1, "training.dropout", f"must be below 1, got {t['dropout']!r}")
+    _check(isinstance(t["warmup_steps"], int) and t["warmup_steps"] >= 0, "training.warmup_steps", "must be an integer >= 0")
+    _check(t["optimizer"] in OPTIMIZERS, "training.optimizer", f"must be one of {OPTIMIZERS}, got {t['optimizer']!r}")
+    _check(t["softmax"] in SOFTMAX_KINDS, "training.softmax", f"must be one of {SOFTMAX_KINDS}, got {t['softmax']!r}")
+    _check(t["precision"] in PRECISIONS, "training.precision", f"must be one of {PRECISIONS}, got {t['precision']!r}")
+    _check(isinstance(t["n_samples"], int) and t["n_samples"] >= 1, "training.n_samples", "must be a positive integer")
+    cutoffs = t["adaptive_cutoffs"]
+    _check(isinstance(cutoffs, (list, tuple)) and all(isinstance(x, int) and x > 0 for x in cutoffs),
+           "training.adaptive_cutoffs", f"must be a list of positive integers, got {cutoffs!r}")
+    _check(list(cutoffs) == sorted(set(cutoffs)), "training.adaptive_cutoffs", f"must increase strictly, got {cutoffs!r}")
+    _check(c["text_format"] in TEXT_FORMATS, "corpus.text_format", f"must be one of {TEXT_FORMATS}, got {c['text_format']!r}")
+    _check(isinstance(c["max_sentence_length"], int) and c["max_sentence_length"] >= 1,
+           "corpus.max_sentence_length", "must be a positive integer")
+    _check(isinstance(c["max_dev_sentences"], int) and c["max_dev_sentences"] >= 0, "corpus.max_dev_sentences",
+           "must be an integer >= 0")
+    _check(isinstance(v["min_count"], int) and v["min_count"] >= 1, "vocab.min_count", "must be a positive integer")
+    _check(isinstance(v["max_size"], int) and v["max_size"] >= 4, "vocab.max_size", "must be an integer >= 4")
+    paths = config["paths"]
+    _check(bool(paths["train"]), "paths.train", "is required (a text file, a .spacy file or a directory of them)")
+    _check((paths["init_options"] is None) == (paths["init_weights"] is None), "paths.init_options/init_weights",
+           "must be given together (options.json and weights.hdf5 to fine-tune from)")
+    model_options(config)  # the [model] sizes, checked by ElmoOptions
+
+
+def model_options(config: Config) -> ElmoOptions:
+    m = config["model"]
+    try:
+        return ElmoOptions(
+            char_dim=m["char_dim"], filters=[tuple(f) for f in m["filters"]], n_highway=m["n_highway"],
+            projection_dim=m["projection_dim"], lstm_dim=m["lstm_dim"], n_layers=m["n_layers"],
+            cell_clip=m["cell_clip"], proj_clip=m["proj_clip"], use_skip_connections=m["use_skip_connections"],
+            activation=m["activation"], max_characters_per_token=m["max_characters_per_token"], source="[model]",
+        )
+    except (TypeError, ValueError) as err:
+        raise PretrainConfigError(f"config section [model]: {err}") from None
+
+
+def config_differences(saved: Config, current: Config, allowed: Sequence[str] = RESUMABLE_CHANGES) -> List[Tuple[str, Any, Any]]:
+    """Settings that differ between two configs, except those a resume may change."""
+    found = []
+    for section in sorted(set(saved) | set(current)):
+        keys = set(saved.get(section, {})) | set(current.get(section, {}))
+        for key in sorted(keys):
+            name = f"{section}.{key}"
+            a, b = saved.get(section, {}).get(key), current.get(section, {}).get(key)
+            if name not in allowed and a != b:
+                found.append((name, a, b))
+    return found
+
+
+@dataclass
+class Schedule:
+    """Linear warm-up, then constant: independent of max_steps (see module doc)."""
+
+    learn_rate: float
+    warmup_steps: int
+
+    def __call__(self, step: int) -> float:
+        if self.warmup_steps and step < self.warmup_steps:
+            return self.learn_rate * (step + 1) / self.warmup_steps
+        return self.learn_rate

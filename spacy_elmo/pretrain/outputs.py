@@ -1,0 +1,153 @@
+"""Files of a pretraining output directory, each written atomically.
+
+A file is written under a temporary name, flushed to disk and renamed over
+the old one, so a kill at any moment leaves either the old or the new file,
+never a torn one. Checkpoints load with ``weights_only=True``: no code runs.
+
+    OUTPUT_DIR/config.cfg       the full config of the run
+    OUTPUT_DIR/checkpoint.pt    model, softmax, optimizer, RNG, step, data position
+    OUTPUT_DIR/options.json     }
+    OUTPUT_DIR/weights.hdf5     } the biLM in the bilm-tf layout
+    OUTPUT_DIR/vocab.txt        the softmax vocabulary (bilm-tf's format)
+    OUTPUT_DIR/softmax.hdf5     the softmax weights (plain datasets), for further training
+    OUTPUT_DIR/metrics.jsonl    one JSON object per logged step or evaluation
+    OUTPUT_DIR/training_curve.png
+"""
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import h5py
+import numpy
+import torch
+
+from ..bilm import ElmoBiLM, ElmoOptions
+from ..bilm.lm_head import head_arrays, load_head_arrays
+from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
+from ..bilm.weights import write_weights
+from .corpus import PretrainDataError
+
+CONFIG_NAME = "config.cfg"
+CHECKPOINT_NAME = "checkpoint.pt"
+VOCAB_NAME = "vocab.txt"
+SOFTMAX_NAME = "softmax.hdf5"
+METRICS_NAME = "metrics.jsonl"
+CURVE_NAME = "training_curve.png"
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yields a temporary path to write; on success it replaces ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def save_checkpoint(path: Path, state: Dict[str, Any]) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_checkpoint(path: Path) -> Dict[str, Any]:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:
+        # torch's own text suggests weights_only=False, which would run code from the file: not shown.
+        raise PretrainDataError(
+            f"{path}: the checkpoint cannot be read (damaged, or not written by pretrain: {type(err).__name__}); "
+            "delete it to start this output directory afresh"
+        ) from None
+
+
+def export_bilm(bilm: ElmoBiLM, output_dir: Path, extra_options: Dict[str, Any]) -> None:
+    """options.json + weights.hdf5 in the bilm-tf layout (what ``ElmoBiLM.from_dir`` reads)."""
+    options = ElmoOptions.from_dict(bilm.options.to_dict(), source=str(output_dir / OPTIONS_NAME))
+    options.extra.update(extra_options)
+    write_weights(bilm.tf_arrays(), output_dir / WEIGHTS_NAME)  # atomic itself
+    with atomic_path(output_dir / OPTIONS_NAME) as tmp:
+        options.to_file(tmp)
+
+
+def export_softmax(head: torch.nn.Module, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        with h5py.File(tmp, "w") as f:
+            f.attrs["kind"] = head.kind
+            f.attrs["settings"] = json.dumps(head.settings())
+            for name, array in head_arrays(head).items():
+                f.create_dataset(name, data=array)
+
+
+def read_softmax_settings(path: Path) -> Dict[str, Any]:
+    try:
+        with h5py.File(path, "r") as f:
+            return {"kind": str(f.attrs["kind"]), **json.loads(str(f.attrs["settings"]))}
+    except (OSError, KeyError, ValueError) as err:
+        raise PretrainDataError(f"{path}: not a softmax file written by pretrain ({err})") from None
+
+
+def import_softmax(head: torch.nn.Module, path: Path) -> None:
+    try:
+        with h5py.File(path, "r") as f:
+            arrays = {name: numpy.asarray(f[name]) for name in f.keys()}
+    except OSError as err:
+        raise PretrainDataError(f"{path}: not a readable HDF5 softmax file ({err})") from None
+    load_head_arrays(head, arrays, str(path))
+
+
+def append_metrics(path: Path, records: List[Dict[str, Any]]) -> None:
+    with path.open("a", encoding="utf8") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+        f.flush()
+
+
+def read_metrics(path: Path) -> List[Dict[str, Any]]:
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a line cut by a kill: everything after it is redone
+    return records
+
+
+def truncate_metrics(path: Path, last_step: int) -> None:
+    """Drop records past the checkpoint a run resumes from: those steps run again."""
+    records = [r for r in read_metrics(path) if r.get("step", 0) <= last_step]
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf8")
+
+
+def plot_curve(records: List[Dict[str, Any]], png_path: Path) -> None:
+    """The training loss and dev perplexity (``metrics.jsonl`` records) against steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = [r for r in records if "loss" in r]
+    dev = [r for r in records if "dev_perplexity" in r]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("train loss (nats, mean of both directions)")
+    if dev:
+        ax2 = ax.twinx()
+        ax2.plot([r["step"] for r in dev], [r["dev_perplexity"] for r in dev], "o-", color="#c44", label="dev perplexity")
+        ax2.set_ylabel("dev perplexity")
+        ax2.set_yscale("log")
+    ax.set_title("biLM pretraining")
+    fig.tight_layout()
+    with atomic_path(png_path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
+    plt.close(fig)

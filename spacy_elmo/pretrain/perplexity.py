@@ -1,0 +1,40 @@
+"""Held-out perplexity of a pretrained biLM directory, with the exact softmax."""
+from pathlib import Path
+from typing import Dict, Union
+
+from ..bilm import ElmoBiLM
+from ..bilm.language_model import BidirectionalLM
+from ..bilm.lm_head import build_lm_head
+from .outputs import SOFTMAX_NAME, VOCAB_NAME, import_softmax, read_softmax_settings
+from .corpus import Corpus, PretrainDataError
+from .train import TrainingData, dev_nll, perplexities
+from .vocab import Vocabulary
+
+
+def load_language_model(bilm_dir: Union[str, Path], device: str = "cpu") -> "tuple[BidirectionalLM, Vocabulary]":
+    """The biLM, its vocabulary and its softmax from a ``pretrain`` output directory."""
+    bilm_dir = Path(bilm_dir)
+    bilm = ElmoBiLM.from_dir(bilm_dir, device=device)
+    vocab = Vocabulary.from_file(bilm_dir / VOCAB_NAME)
+    softmax_file = bilm_dir / SOFTMAX_NAME
+    if not softmax_file.is_file():
+        raise PretrainDataError(
+            f"{softmax_file} not found: perplexity needs the softmax that `pretrain` writes "
+            "(published bilm-tf weight files do not include one)"
+        )
+    settings = read_softmax_settings(softmax_file)
+    head = build_lm_head(settings.pop("kind"), bilm.options.projection_dim, len(vocab), **settings)
+    import_softmax(head, softmax_file)
+    return BidirectionalLM(bilm, head.to(bilm.device)).eval(), vocab
+
+
+def perplexity(bilm_dir: Union[str, Path], text: Union[str, Path], text_format: str = "auto",
+               lang: str = "en", max_sentence_length: int = 100, device: str = "cpu") -> Dict[str, float]:
+    """Forward, backward and mean (exp of the mean loss) perplexity of ``text``."""
+    lm, vocab = load_language_model(bilm_dir, device)
+    corpus = Corpus(lm.bilm.options.max_characters_per_token)
+    sentences = corpus.read(text, text_format=text_format, lang=lang, max_sentence_length=max_sentence_length)
+    data = TrainingData(corpus, [], sentences, vocab, vocab.ids(corpus.types))
+    result = perplexities(*dev_nll(lm, data))
+    result["sentences"] = len(sentences)
+    return result

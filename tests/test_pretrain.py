@@ -1,0 +1,360 @@
+"""Pretraining: the objective, the softmaxes, resume, export, fine-tuning, errors."""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import numpy
+import pytest
+import torch
+
+from spacy_elmo.bilm import ElmoBiLM, ElmoOptionsError
+from spacy_elmo.bilm.language_model import BidirectionalLM
+from spacy_elmo.bilm.lm_head import AdaptiveSoftmax, FullSoftmax, SampledSoftmax
+from spacy_elmo.bilm.lstm import ProjectedLstm
+from spacy_elmo.pretrain import PretrainConfigError, PretrainDataError, Vocabulary, load_config, pretrain
+from spacy_elmo.pretrain.batches import epoch_batches, make_batch
+from spacy_elmo.pretrain.outputs import load_checkpoint, read_metrics, save_checkpoint
+from spacy_elmo.pretrain.corpus import Corpus
+from spacy_elmo.pretrain.perplexity import perplexity
+
+from .conftest import REFERENCE, tiny_bilm
+
+ROOT = Path(__file__).parent.parent
+TINY = ROOT / "configs" / "pretrain_tiny.cfg"
+SENTENCES = [
+    "the cat sat on the mat .",
+    "a dog ran to the big red house .",
+    "she reads a long book every night .",
+    "Zürich is a city in Switzerland .",
+    "they walked home after the game .",
+    "the small green tree grew tall .",
+]
+
+
+@pytest.fixture
+def text_files(tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(SENTENCES * 12) + "\n", encoding="utf8")
+    dev = tmp_path / "dev.txt"
+    dev.write_text("\n".join(SENTENCES[:3]) + "\n", encoding="utf8")
+    return train, dev
+
+
+def run(output_dir, train, dev=None, **overrides):
+    settings = {"paths.train": str(train), "paths.dev": str(dev) if dev else None}
+    settings.update(overrides)
+    return pretrain(load_config(TINY, settings), output_dir, progress=False)
+
+
+def losses(output_dir):
+    return [r["loss"] for r in read_metrics(Path(output_dir) / "metrics.jsonl") if "loss" in r]
+
+
+# -- the objective and the softmaxes ---------------------------------------
+@pytest.mark.parametrize("softmax", ["full", "sampled", "adaptive"])
+def test_loss_falls_on_repeated_text(tmp_path, text_files, softmax):
+    train, dev = text_files
+    summary = run(tmp_path / "out", train, dev, **{"training.softmax": softmax})
+    curve = losses(tmp_path / "out")
+    assert curve[-1] < 0.5 * curve[0], curve
+    # 29 words: a model that learned nothing scores about 29 on dev.
+    assert summary["dev_perplexity"]["mean"] < 6.0
+
+
+def test_lm_targets_are_next_and_previous_words():
+    """Forward predicts position t+1, backward t-1, boundaries included; padding ignored."""
+    bilm = tiny_bilm()
+    torch.manual_seed(0)
+    lm = BidirectionalLM(bilm, FullSoftmax(8, 10)).eval()
+    corpus = Corpus()
+    sentences = [corpus.encode("a b c".split()), corpus.encode(["d"])]
+    words = numpy.arange(len(corpus.types)) + 3  # type i -> word i + 3 (any fixed map)
+    chars, index, word_ids, lengths = make_batch(sentences, corpus.type_chars, words)
+    hidden, targets = lm._predictions(chars, index, word_ids, lengths, 0.0)
+    # 4 + 2 predictions per direction
+    assert hidden.shape == (12, 8)
+    row0 = word_ids[0].tolist()  # <S> a b c </S>
+    row1 = word_ids[1, :3].tolist()  # <S> d </S>
+    assert targets.tolist() == row0[1:] + row1[1:] + row0[:-1] + row1[:-1]
+    # The states are those of the stateless biLM run on each sentence alone.
+    top = bilm.embed_batch([["a", "b", "c"]])[0][-1]  # (3, 2P)
+    assert numpy.allclose(hidden[1:4].detach().numpy(), top[:, :8], atol=1e-5)  # forward at a, b, c
+    assert numpy.allclose(hidden[6:9].detach().numpy(), top[:, 8:], atol=1e-5)  # backward at a, b, c
+
+
+def test_sampled_softmax_samples_log_uniform_and_evaluates_exactly():
+    torch.manual_seed(0)
+    head = SampledSoftmax(4, 1000, n_samples=50)
+    samples = torch.cat([head.sample(torch.device("cpu")) for _ in range(400)])
+    ranks = torch.bincount(samples, minlength=1000).double() / len(samples)
+    expected = (math.log(2) - math.log(1)) / math.log(1001)
+    assert abs(ranks[0].item() - expected) < 0.01
+    assert ranks[:10].sum() > ranks[500:].sum()
+    hidden, targets = torch.randn(6, 4), torch.tensor([0, 5, 17, 999, 3, 3])
+    exact = -head.target_log_probs(hidden, targets)
+    full = torch.nn.functional.cross_entropy(hidden @ head.weight.t() + head.bias, targets, reduction="none")
+    assert torch.allclose(exact, full, atol=1e-5)
+    head.eval()
+    assert torch.allclose(head(hidden, targets), full, atol=1e-5)  # eval mode: the full softmax
+    head.train()
+    assert not torch.allclose(head(hidden, targets), full, atol=1e-3)
+
+
+def test_adaptive_softmax_probabilities_sum_to_one():
+    torch.manual_seed(0)
+    head = AdaptiveSoftmax(16, 50, cutoffs=[10, 30, 200])  # 200 is past the vocabulary: dropped
+    assert head.cutoffs == [10, 30]
+    hidden = torch.randn(3, 16)
+    total = torch.stack([head.target_log_probs(hidden, torch.full((3,), w)).exp() for w in range(50)]).sum(0)
+    assert torch.allclose(total, torch.ones(3), atol=1e-5)
+    with pytest.raises(ElmoOptionsError, match="cluster 2 would have width 0"):
+        AdaptiveSoftmax(4, 50, cutoffs=[10, 30])
+
+
+def test_fused_lstm_gradients_equal_step_by_step_autograd():
+    torch.manual_seed(0)
+    for clip in (3.0, 0.0, 0.05):  # 0.05: the clips really fire
+        layer = ProjectedLstm(6, 10, 5, clip, clip)
+        with torch.no_grad():
+            for param in layer.parameters():
+                param.copy_(torch.randn_like(param))
+        x = torch.randn(7, 3, 6, requires_grad=True)
+        weights = torch.randn(7, 3, 5)
+        out, _ = layer(x)
+        (out * weights).sum().backward()
+        fused = [x.grad.clone()] + [p.grad.clone() for p in layer.parameters()]
+        for tensor in [x, *layer.parameters()]:
+            tensor.grad = None
+        gates = torch.addmm(layer.bias + layer.forget_offset, x.reshape(21, -1), layer.input_weight).view(7, 3, -1)
+        reference, _ = layer._run_autograd(gates, layer.zero_state(3, x), None)
+        (reference * weights).sum().backward()
+        stepwise = [x.grad.clone()] + [p.grad.clone() for p in layer.parameters()]
+        assert torch.allclose(out, reference, atol=1e-6)
+        for a, b in zip(fused, stepwise):
+            assert torch.allclose(a, b, atol=1e-5), (clip, (a - b).abs().max())
+
+
+# -- vocabulary and corpus --------------------------------------------------
+def test_vocabulary_is_frequency_sorted_with_specials_first(tmp_path):
+    corpus = Corpus()
+    sentences = [corpus.encode("b a b c b a".split()), corpus.encode("d".split())]
+    vocab = Vocabulary.build(corpus.types, corpus.type_counts(sentences), min_count=1, max_size=5)
+    assert vocab.words == ["<S>", "</S>", "<UNK>", "b", "a"]
+    assert vocab.ids(["a", "zzz", "</S>"]).tolist() == [4, 2, 1]
+    vocab.to_file(tmp_path / "vocab.txt")
+    assert Vocabulary.from_file(tmp_path / "vocab.txt").words == vocab.words
+    assert Vocabulary.build(corpus.types, corpus.type_counts(sentences), min_count=2).words[3:] == ["b", "a"]
+
+
+def test_corpus_reads_lines_paragraphs_docbins_and_directories(tmp_path):
+    import spacy
+    from spacy.tokens import DocBin
+
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "a.txt").write_text("one two three\n\nfour five\n", encoding="utf8")
+    nlp = spacy.blank("en")
+    DocBin(docs=[nlp("Hello there. General Kenobi!")]).to_disk(folder / "b.spacy")
+    (folder / ".hidden.txt").write_text("never read\n", encoding="utf8")
+    corpus = Corpus()
+    sentences = corpus.read(folder, max_sentence_length=2)
+    texts = [[corpus.types[i] for i in s] for s in sentences]
+    # lines, cut into pieces of 2; then the DocBin (no sentence boundaries: one piece per 2 tokens)
+    assert texts[:3] == [["one", "two"], ["three"], ["four", "five"]]
+    assert ["Hello", "there"] in texts and "never" not in corpus.types
+    raw = tmp_path / "raw.txt"
+    raw.write_text("The first sentence. The second one!\nSame paragraph.\n\nNew paragraph here.\n", encoding="utf8")
+    corpus = Corpus()
+    sentences = corpus.read(raw, text_format="paragraphs")
+    assert [[corpus.types[i] for i in s] for s in sentences] == [
+        ["The", "first", "sentence", "."], ["The", "second", "one", "!"], ["Same", "paragraph", "."],
+        ["New", "paragraph", "here", "."],
+    ]
+
+
+def test_batches_cover_each_sentence_once_within_the_token_budget():
+    lengths = numpy.random.default_rng(0).integers(1, 40, size=500)
+    batches = epoch_batches(lengths, 200, seed=3, epoch=1)
+    assert sorted(numpy.concatenate(batches).tolist()) == list(range(500))
+    assert all(lengths[b].sum() <= 200 for b in batches)
+    again = epoch_batches(lengths, 200, seed=3, epoch=1)
+    assert all((a == b).all() for a, b in zip(batches, again))
+    other = epoch_batches(lengths, 200, seed=3, epoch=2)
+    assert any(len(a) != len(b) or (a != b).any() for a, b in zip(batches, other))
+
+
+# -- checkpoints, resume, outputs ---------------------------------------------
+def test_interrupted_and_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path, text_files):
+    train, dev = text_files
+    settings = {"training.dropout": 0.2, "training.softmax": "sampled", "training.checkpoint_every_steps": 100,
+                "training.batch_size": 64}
+    run(tmp_path / "straight", train, dev, **{"training.max_steps": 14, **settings})
+    run(tmp_path / "resumed", train, dev, **{"training.max_steps": 6, **settings})
+    first = load_checkpoint(tmp_path / "resumed" / "checkpoint.pt")
+    assert first["step"] == 6 and first["position"] > 0
+    summary = run(tmp_path / "resumed", train, dev, **{"training.max_steps": 14, **settings})
+    assert summary["steps"] == 14
+    a = load_checkpoint(tmp_path / "straight" / "checkpoint.pt")
+    b = load_checkpoint(tmp_path / "resumed" / "checkpoint.pt")
+    assert (a["epoch"], a["position"]) == (b["epoch"], b["position"])
+    for name, tensor in a["model"].items():
+        assert torch.allclose(tensor, b["model"][name], atol=1e-6), name
+    # The metrics continue the step count without duplicates.
+    steps = [r["step"] for r in read_metrics(tmp_path / "resumed" / "metrics.jsonl") if "loss" in r]
+    # (the first run logged its last step, 6; the resumed one logs 7-10 as step 10)
+    assert steps == [5, 6, 10, 14]
+    straight, resumed = losses(tmp_path / "straight"), losses(tmp_path / "resumed")
+    assert (resumed[0], resumed[-1]) == pytest.approx((straight[0], straight[-1]), rel=1e-5)
+
+
+def test_resume_refuses_other_settings(tmp_path, text_files):
+    train, dev = text_files
+    run(tmp_path / "out", train, dev, **{"training.max_steps": 2})
+    with pytest.raises(PretrainConfigError, match="training.learn_rate: 0.05 in the checkpoint, 0.5 now"):
+        run(tmp_path / "out", train, dev, **{"training.max_steps": 4, "training.learn_rate": 0.5})
+
+
+def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, {"step": 1, "weights": torch.ones(3)})
+
+    def dies_midway(obj, f, *args, **kwargs):
+        Path(f).write_bytes(b"half a checkpoint")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", dies_midway)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, {"step": 2, "weights": torch.zeros(3)})
+    assert load_checkpoint(path)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(b"\x00garbage")
+    with pytest.raises(PretrainDataError, match="checkpoint cannot be read.*delete it"):
+        load_checkpoint(path)
+
+
+def test_outputs_load_as_bilm_component_and_perplexity(tmp_path, text_files):
+    import spacy
+
+    train, dev = text_files
+    out = tmp_path / "out"
+    summary = run(out, train, dev, **{"training.max_steps": 10, "training.softmax": "adaptive"})
+    for name in ("options.json", "weights.hdf5", "vocab.txt", "softmax.hdf5", "config.cfg", "metrics.jsonl",
+                 "training_curve.png"):
+        assert (out / name).is_file(), name
+    assert (out / "training_curve.png").read_bytes()[:4] == b"\x89PNG"
+    records = read_metrics(out / "metrics.jsonl")
+    assert {"step", "loss", "tokens_per_sec"} <= set(records[0])
+    assert any("dev_perplexity" in r for r in records)
+    # The exported files are the trained model.
+    state = load_checkpoint(out / "checkpoint.pt")["model"]
+    bilm = ElmoBiLM.from_dir(out)
+    for name, tensor in bilm.state_dict().items():
+        assert torch.equal(tensor, state[f"bilm.{name}"]), name
+    with h5py.File(out / "weights.hdf5", "r") as f:
+        assert "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/W_P_0" in f
+    # ... usable by the elmo component ...
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"bilm_dir": str(out)})
+    doc = nlp("the cat sat")
+    expected = bilm.embed_batch([["the", "cat", "sat"]])[0]
+    assert numpy.allclose(doc._.elmo_layers, expected, atol=1e-4)
+    # ... and the perplexity command agrees with the last dev evaluation.
+    result = perplexity(out, dev)
+    assert result["mean"] == pytest.approx(summary["dev_perplexity"]["mean"], rel=1e-5)
+    cli = subprocess.run([sys.executable, "-m", "spacy_elmo", "perplexity", str(out), str(dev), "--output",
+                          str(tmp_path / "ppl.json")], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    assert "forward perplexity" in cli.stdout and "mean perplexity" in cli.stdout
+    assert json.loads((tmp_path / "ppl.json").read_text())["backward"] == pytest.approx(result["backward"], rel=1e-5)
+
+
+def test_fine_tune_starts_from_published_weights(tmp_path, text_files):
+    train, dev = text_files
+    out = tmp_path / "tuned"
+    run(out, train, dev, **{
+        "paths.init_options": str(REFERENCE / "options.json"),
+        "paths.init_weights": str(REFERENCE / "lm_weights.hdf5"),
+        "training.max_steps": 3, "training.learn_rate": 1e-9, "training.optimizer": "sgd",
+    })
+    reference = ElmoBiLM.from_files(REFERENCE / "options.json", REFERENCE / "lm_weights.hdf5")
+    tuned = ElmoBiLM.from_dir(out)
+    assert tuned.options.differences(reference.options) == []
+    for name, tensor in reference.state_dict().items():
+        assert torch.allclose(tensor, tuned.state_dict()[name], atol=1e-6), name
+    # A fresh softmax over the new text's words (the published files have none).
+    assert Vocabulary.from_file(out / "vocab.txt").words[3:6] == [".", "the", "a"]
+    with h5py.File(out / "softmax.hdf5", "r") as f:
+        assert f["weight"].shape == (len(Vocabulary.from_file(out / "vocab.txt")), 16)
+    # With a real learning rate the weights move.
+    run(tmp_path / "moved", train, dev, **{
+        "paths.init_options": str(REFERENCE / "options.json"),
+        "paths.init_weights": str(REFERENCE / "lm_weights.hdf5"), "training.max_steps": 3,
+    })
+    moved = ElmoBiLM.from_dir(tmp_path / "moved").state_dict()
+    assert not torch.allclose(reference.state_dict()["bilstm.forward_layers.0.state_weight"],
+                              moved["bilstm.forward_layers.0.state_weight"])
+
+
+# -- bad input -----------------------------------------------------------------
+def test_bad_inputs_are_clear_errors(tmp_path, text_files):
+    train, _ = text_files
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n", encoding="utf8")
+    with pytest.raises(PretrainDataError, match="empty.txt: no sentences"):
+        run(tmp_path / "a", empty)
+    with pytest.raises(PretrainDataError, match="not found: .*missing.txt"):
+        run(tmp_path / "b", tmp_path / "missing.txt")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("fine line\nZ\u00fcrich\n".encode("latin-1"))
+    with pytest.raises(PretrainDataError, match=r"latin1.txt, line 2: not valid UTF-8 \(byte 0xfc"):
+        run(tmp_path / "c", latin1)
+    with pytest.raises(PretrainConfigError, match="unknown setting in override --training.max_stepz"):
+        load_config(TINY, {"training.max_stepz": 3, "paths.train": str(train)})
+    with pytest.raises(PretrainConfigError, match="training.softmax must be one of"):
+        load_config(TINY, {"training.softmax": "hierarchical", "paths.train": str(train)})
+    with pytest.raises(PretrainConfigError, match="paths.train is required"):
+        load_config(TINY)
+    with pytest.raises(PretrainConfigError, match="must be given together"):
+        load_config(TINY, {"paths.train": str(train), "paths.init_options": "options.json"})
+
+
+def test_cli_overrides_and_error_exit(tmp_path, text_files):
+    train, _ = text_files
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "spacy_elmo", "pretrain", str(TINY), str(out), "--paths.train", str(train),
+           "--training.max_steps", "3", "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert load_checkpoint(out / "checkpoint.pt")["step"] == 3
+    bad = subprocess.run(cmd[:5] + [str(tmp_path / "other"), cmd[6], str(tmp_path / "nope.txt")] + cmd[8:],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1
+    assert "error: pretraining input not found" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_ddp_with_two_cpu_processes(tmp_path, text_files):
+    train, dev = text_files
+    out = tmp_path / "ddp"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
+           "spacy_elmo", "pretrain", str(TINY), str(out), "--paths.train", str(train), "--paths.dev", str(dev),
+           "--training.max_steps", "12", "--training.dropout", "0.1", "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = load_checkpoint(out / "checkpoint.pt")
+    assert state["world_size"] == 2 and len(state["rng"]) == 2
+    assert not torch.equal(state["rng"][0]["cpu"], state["rng"][1]["cpu"])  # each process its own dropout
+    curve = losses(out)
+    assert len(curve) == 3 and curve[-1] < curve[0]
+    # Each logged step counts the tokens of both processes.
+    assert ElmoBiLM.from_dir(out).options.projection_dim == 16
+    with pytest.raises(PretrainConfigError, match="written by 2 process"):
+        run(out, train, dev, **{"training.max_steps": 14, "training.dropout": 0.1})
