@@ -1,6 +1,6 @@
 # One command per job on a fresh machine (Python 3.11 + pip, no torch needed):
 #   make test   - create .venv, install everything, run the test suite
-#   make demo   - create .venv, install everything, run the main job
+#   make demo   - create .venv, install everything, run the project's demo workflow
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-slow demo bench clean
+.PHONY: setup test test-slow demo embed-sample bench clean
 
 setup: $(VENV)/.installed
 
@@ -26,6 +26,9 @@ test-slow: setup
 	$(PY) -m pytest -q tests -m slow $(PYTEST_ARGS)
 
 demo: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m spacy project run demo
+
+embed-sample: setup
 	$(PY) -m spacy_elmo embed tests/data/sample_sentences.txt sample_embeddings.hdf5 \
 		--options-file tests/data/bilm_tf_reference/options.json \
 		--weight-file tests/data/bilm_tf_reference/lm_weights.hdf5 --layers all

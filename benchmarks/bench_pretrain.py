@@ -1,13 +1,12 @@
 """Pretraining speed: tokens/s of training steps for the small biLM.
 
-    python benchmarks/bench_pretrain.py [--precision fp32 bf16] [--softmax adaptive] [--steps 8]
+    python benchmarks/bench_pretrain.py [--config configs/pretrain_small.cfg] [--precision fp32 bf16] [--steps 8]
 
-Builds the published small configuration (2x1024_128_2048cnn_1xhighway) with
-a fresh softmax over a 50k vocabulary, and trains on synthetic Zipfian text
-(pseudo-words of 2-12 letters, sentences of 15-35 tokens, batches of
-``configs/pretrain_small.cfg``'s ``training.batch_size`` tokens unless
-``--batch-tokens`` says otherwise) exactly as ``pretrain`` does (dropout 0.1,
-AdamW, grad clip). Prints tokens/s per precision, the executed GFLOP/s (FLOPs
+Builds the model, softmax and batch size of a pretraining config (by default
+``configs/pretrain_small.cfg``: the published small configuration,
+2x1024_128_2048cnn_1xhighway, with an adaptive softmax over a 50k vocabulary)
+and trains on synthetic Zipfian text (pseudo-words of 2-12 letters, sentences
+of 15-35 tokens) exactly as ``pretrain`` does (dropout, AdamW, grad clip). Prints tokens/s per precision, the executed GFLOP/s (FLOPs
 of one step counted by torch's FlopCounterMode) and the fraction of the
 matmul ceiling of that precision, measured in the same run.
 
@@ -23,11 +22,11 @@ import numpy
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from spacy_elmo.bilm import preset
 from spacy_elmo.bilm.language_model import BidirectionalLM
 from spacy_elmo.bilm.model import ElmoBiLM
 from spacy_elmo.bilm.lm_head import build_lm_head
 from spacy_elmo.pretrain import load_config
+from spacy_elmo.pretrain.config import model_options
 from spacy_elmo.pretrain.batches import epoch_batches, make_batch
 from spacy_elmo.pretrain.corpus import Corpus
 from spacy_elmo.pretrain.vocab import Vocabulary
@@ -60,23 +59,24 @@ def synthetic_corpus(n_sentences: int, vocab_size: int, seed: int = 0):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
-    parser.add_argument("--softmax", default="adaptive", choices=["full", "sampled", "adaptive"])
+    parser.add_argument("--config", type=Path, default=Path(__file__).parent.parent / "configs" / "pretrain_small.cfg")
     parser.add_argument("--batch-tokens", type=int, default=None, help="default: pretrain_small.cfg's batch_size")
     parser.add_argument("--force-bf16", action="store_true")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    small = load_config(Path(__file__).parent.parent / "configs" / "pretrain_small.cfg", {"paths.train": "unused"})
-    batch_tokens = args.batch_tokens or small["training"]["batch_size"]
+    config = load_config(args.config, {"paths.train": "unused"})
+    training = config["training"]
+    batch_tokens = args.batch_tokens or training["batch_size"]
     native_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
-    vocab_size = 50_000
+    vocab_size = config["vocab"]["max_size"]
     corpus, sentences = synthetic_corpus(40000, vocab_size * 4)
     vocab = Vocabulary.build(corpus.types, corpus.type_counts(sentences), max_size=vocab_size)
     type_words = vocab.ids(corpus.types)
     batches = epoch_batches([len(s) for s in sentences], batch_tokens, 0, 0)
-    print(f"threads {torch.get_num_threads()}, torch {torch.__version__}, softmax {args.softmax}, "
+    print(f"{args.config.name}: threads {torch.get_num_threads()}, torch {torch.__version__}, softmax {training['softmax']}, "
           f"vocab {len(vocab)}, batch {batch_tokens} tokens, native bf16: {native_bf16}")
     for precision in args.precision:
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -86,19 +86,21 @@ def main() -> None:
                   f"emulated); --force-bf16 runs it anyway")
             continue
         torch.manual_seed(0)
-        bilm = ElmoBiLM(preset("small"))
-        head = build_lm_head(args.softmax, 128, len(vocab), n_samples=8192, cutoffs=[2000, 10000])
+        bilm = ElmoBiLM(model_options(config))
+        head = build_lm_head(training["softmax"], bilm.options.projection_dim, len(vocab),
+                             n_samples=training["n_samples"], cutoffs=training["adaptive_cutoffs"],
+                             div_value=training["adaptive_div_value"])
         lm = BidirectionalLM(bilm, head).train()
-        optimizer = torch.optim.AdamW(lm.parameters(), lr=1e-3)
+        optimizer = torch.optim.AdamW(lm.parameters(), lr=training["learn_rate"])
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
         def step(batch):
             with autocast:
-                fwd, bwd, n = lm(*batch, dropout=0.1)
+                fwd, bwd, n = lm(*batch, dropout=training["dropout"])
             loss = (fwd + bwd) / (2 * n)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(lm.parameters(), 10.0)
+            torch.nn.utils.clip_grad_norm_(lm.parameters(), training["grad_clip"])
             optimizer.step()
 
         def tensors(i):

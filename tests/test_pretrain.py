@@ -209,6 +209,9 @@ def test_interrupted_and_resumed_run_ends_where_an_uninterrupted_one_does(tmp_pa
     assert steps == [5, 6, 10, 14]
     straight, resumed = losses(tmp_path / "straight"), losses(tmp_path / "resumed")
     assert (resumed[0], resumed[-1]) == pytest.approx((straight[0], straight[-1]), rel=1e-5)
+    tokens = [[r["tokens"] for r in read_metrics(tmp_path / name / "metrics.jsonl") if "loss" in r]
+              for name in ("straight", "resumed")]
+    assert tokens[0][-1] == tokens[1][-1] > tokens[0][0] > 0
 
 
 def test_resume_refuses_other_settings(tmp_path, text_files):
@@ -216,6 +219,9 @@ def test_resume_refuses_other_settings(tmp_path, text_files):
     run(tmp_path / "out", train, dev, **{"training.max_steps": 2})
     with pytest.raises(PretrainConfigError, match="training.learn_rate: 0.05 in the checkpoint, 0.5 now"):
         run(tmp_path / "out", train, dev, **{"training.max_steps": 4, "training.learn_rate": 0.5})
+    train.write_text(train.read_text(encoding="utf8") + "one more line\n", encoding="utf8")
+    with pytest.raises(PretrainConfigError, match="trained on other text: .*train.txt changed"):
+        run(tmp_path / "out", train, dev, **{"training.max_steps": 4})
 
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):

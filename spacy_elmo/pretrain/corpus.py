@@ -8,6 +8,7 @@ non-hidden file, recursively, in sorted order).
 Every distinct token string becomes a *type*; sentences are stored as int32
 arrays of type ids, and each type's character ids are computed once.
 """
+import hashlib
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
@@ -37,6 +38,17 @@ def input_files(path: Union[str, Path]) -> List[Path]:
             raise PretrainDataError(f"{path}: the directory holds no files")
         return files
     raise PretrainDataError(f"pretraining input not found: {path}")
+
+
+def inputs_sha256(path: Union[str, Path]) -> str:
+    """One digest of every input file's name and bytes: a resumed run checks its text is unchanged."""
+    digest = hashlib.sha256()
+    for file in input_files(path):
+        digest.update(file.name.encode("utf8") + b"\0")
+        with file.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def split_long(tokens: Sequence[str], max_length: int) -> Iterator[List[str]]:
@@ -76,7 +88,7 @@ class Corpus:
         return self._type_chars
 
     def read(self, path: Union[str, Path], text_format: str = "auto", lang: str = "en",
-             max_sentence_length: int = 100, max_sentences: int = 0) -> List[numpy.ndarray]:
+             max_sentence_length: int = 100, max_sentences: int = 0, role: str = "training") -> List[numpy.ndarray]:
         """Sentences of every file under ``path``, as type-id arrays."""
         sentences: List[numpy.ndarray] = []
         for file in input_files(path):
@@ -86,7 +98,7 @@ class Corpus:
                     if max_sentences and len(sentences) >= max_sentences:
                         return sentences
         if not sentences:
-            raise PretrainDataError(f"{path}: no sentences to train on (the input is empty or blank)")
+            raise PretrainDataError(f"{path}: no sentences in the {role} text (the input is empty or blank)")
         return sentences
 
     def type_counts(self, sentences: Iterable[numpy.ndarray]) -> numpy.ndarray:

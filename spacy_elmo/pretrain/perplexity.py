@@ -33,7 +33,8 @@ def perplexity(bilm_dir: Union[str, Path], text: Union[str, Path], text_format: 
     """Forward, backward and mean (exp of the mean loss) perplexity of ``text``."""
     lm, vocab = load_language_model(bilm_dir, device)
     corpus = Corpus(lm.bilm.options.max_characters_per_token)
-    sentences = corpus.read(text, text_format=text_format, lang=lang, max_sentence_length=max_sentence_length)
+    sentences = corpus.read(text, text_format=text_format, lang=lang, max_sentence_length=max_sentence_length,
+                            role="scored")
     data = TrainingData(corpus, [], sentences, vocab, vocab.ids(corpus.types))
     result = perplexities(*dev_nll(lm, data))
     result["sentences"] = len(sentences)

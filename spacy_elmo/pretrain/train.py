@@ -33,7 +33,7 @@ from .outputs import (
     truncate_metrics,
 )
 from .config import PretrainConfigError, Schedule, config_differences, model_options
-from .corpus import Corpus, PretrainDataError
+from .corpus import Corpus, PretrainDataError, inputs_sha256
 from .vocab import Vocabulary
 
 # Sentences per batch when computing dev perplexity.
@@ -112,7 +112,7 @@ def read_data(config: Config, output_dir: Path, resuming: bool, max_chars: int) 
     read = dict(text_format=corpus_cfg["text_format"], lang=corpus_cfg["lang"],
                 max_sentence_length=corpus_cfg["max_sentence_length"])
     train = corpus.read(paths["train"], **read)
-    dev = corpus.read(paths["dev"], max_sentences=corpus_cfg["max_dev_sentences"], **read) if paths["dev"] else []
+    dev = corpus.read(paths["dev"], max_sentences=corpus_cfg["max_dev_sentences"], role="dev", **read) if paths["dev"] else []
     if resuming:
         vocab = Vocabulary.from_file(output_dir / VOCAB_NAME)
     elif paths["vocab"]:
@@ -225,6 +225,7 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
     config, resuming = resolve_config(config, output_dir)
     options = model_options(config)
     data = read_data(config, output_dir, resuming, options.max_characters_per_token)
+    train_sha256 = inputs_sha256(config["paths"]["train"])
 
     seed = config["system"]["seed"]
     torch.manual_seed(seed)  # the same initial weights in every process
@@ -234,7 +235,7 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
     # Dropout and negative samples differ between processes.
     torch.manual_seed(seed * 1_000_003 + dist_info.rank + 1)
 
-    step, epoch, position, elapsed = 0, 0, 0, 0.0
+    step, epoch, position, elapsed, tokens_seen = 0, 0, 0, 0.0, 0
     if resuming:
         state = load_checkpoint(output_dir / CHECKPOINT_NAME)
         if state["world_size"] != dist_info.world_size:
@@ -242,10 +243,16 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
                 f"{output_dir / CHECKPOINT_NAME} was written by {state['world_size']} process(es); "
                 f"resume it with the same number, not {dist_info.world_size}"
             )
+        if state["train_sha256"] != train_sha256:
+            raise PretrainConfigError(
+                f"{output_dir} holds a checkpoint trained on other text: {config['paths']['train']} changed "
+                "since; use a fresh output directory (or restore the text to resume)"
+            )
         lm.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         _set_rng_state(state["rng"][dist_info.rank], torch_device)
         step, epoch, position, elapsed = state["step"], state["epoch"], state["position"], state["elapsed"]
+        tokens_seen = state["tokens_seen"]
         if dist_info.is_main:
             truncate_metrics(output_dir / METRICS_NAME, step)
     elif dist_info.is_main:
@@ -278,12 +285,14 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
 
     def save(step: int) -> None:
         rng = dist_info.gather(_rng_state(torch_device))
+        # Tokens of steps not yet logged count too: a resumed run starts a fresh log window.
+        pending = int(dist_info.sum(window["tokens"])[0])
         if not dist_info.is_main:
             return
         save_checkpoint(output_dir / CHECKPOINT_NAME, {
             "model": lm.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "epoch": epoch,
             "position": position, "elapsed": elapsed + (time.perf_counter() - started), "rng": rng,
-            "world_size": dist_info.world_size,
+            "world_size": dist_info.world_size, "train_sha256": train_sha256, "tokens_seen": tokens_seen + pending,
         })
         export_bilm(lm.bilm, output_dir, extra_options)
         export_softmax(lm.head, output_dir / SOFTMAX_NAME)
@@ -335,11 +344,13 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
             fwd, bwd, predictions, tokens = dist_info.sum(window["forward"], window["backward"],
                                                           window["predictions"], window["tokens"])
             now = time.perf_counter()
+            tokens_seen += int(tokens)
             mean_loss = (fwd + bwd) / (2 * predictions)
             record = {
                 "step": step, "epoch": epoch, "loss": mean_loss, "forward_loss": fwd / predictions,
                 "backward_loss": bwd / predictions, "perplexity": math.exp(mean_loss),
-                "tokens_per_sec": tokens / max(now - window["start"], 1e-9), "learn_rate": learn_rate,
+                "tokens_per_sec": tokens / max(now - window["start"], 1e-9), "tokens": tokens_seen,
+                "learn_rate": learn_rate,
                 "elapsed": elapsed + (now - started),
             }
             if dist_info.is_main:

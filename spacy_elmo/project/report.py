@@ -54,9 +54,9 @@ def mean_sd(values: Sequence[float]) -> Tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
-def fmt(values: Sequence[float], scale: float = 100.0) -> str:
+def fmt(values: Sequence[float], scale: float = 100.0, digits: int = 2) -> str:
     mean, sd = mean_sd([v * scale for v in values])
-    return f"{mean:.2f} ± {sd:.2f}" if len(values) > 1 else f"{mean:.2f}"
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}" if len(values) > 1 else f"{mean:.{digits}f}"
 
 
 def ner_row(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -135,9 +135,9 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
     if metrics_file.is_file():
         records = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
     if records:
-        last = records[-1]
+        last = [r for r in records if "loss" in r][-1]
         dev = [r for r in records if "dev_perplexity" in r]
-        lines.append(f"- trained for {last['step']} steps" + (f", {last['seconds'] / 60:.0f} minutes" if "seconds" in last else ""))
+        lines.append(f"- trained for {last['step']} steps, {last['elapsed'] / 60:.1f} minutes (`pretrain`'s metrics.jsonl)")
         if "tokens" in last:
             lines.append(f"- tokens seen: {last['tokens']:,}")
         if dev:
@@ -147,7 +147,8 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
         ppl = json.loads(perplexity_file.read_text())
         lines.append(
             f"- held-out perplexity (full softmax): forward {ppl['forward']:.1f}, backward {ppl['backward']:.1f}, "
-            f"mean {ppl['mean']:.1f} over {ppl.get('tokens', '?')} tokens"
+            f"mean {ppl['mean']:.1f} ({ppl['sentences']:,} held-out sentences, "
+            f"{ppl['predictions_per_direction']:,} predictions per direction)"
         )
     return lines or ["(no pretraining metrics found)"], records
 
@@ -165,7 +166,7 @@ def markdown(summary, runs, pretrain_lines, title: str) -> str:
             out.append(
                 f"| `{name}` | {described} | {fmt(s['f1'])} | {fmt(s['p'])} | {fmt(s['r'])} | "
                 + " | ".join(fmt(s["per_type"][e]) for e in ENTITY_TYPES)
-                + f" | {fmt(s['best_dev'])} | {fmt(s['epochs'], 1)} | {fmt(s['steps'], 1)} | {fmt(s['minutes'], 1)} | {s['n_seeds']} |"
+                + f" | {fmt(s['best_dev'])} | {fmt(s['epochs'], 1, 0)} | {fmt(s['steps'], 1, 0)} | {fmt(s['minutes'], 1, 1)} | {s['n_seeds']} |"
             )
     out += ["", "## Sentiment: movie-review snippets, 5 classes (test split of the seeded 80/10/10 split)", "",
             "| config | token representation | test accuracy | macro F1 | neutral F1 | best dev | epochs | steps | minutes | seeds |",
@@ -175,8 +176,8 @@ def markdown(summary, runs, pretrain_lines, title: str) -> str:
             s = summary[name]
             out.append(
                 f"| `{name}` | {described} | {fmt(s['accuracy'])} | {fmt(s['macro_f1'])} | "
-                f"{fmt(s['per_label']['neutral'])} | {fmt(s['best_dev'])} | {fmt(s['epochs'], 1)} | "
-                f"{fmt(s['steps'], 1)} | {fmt(s['minutes'], 1)} | {s['n_seeds']} |"
+                f"{fmt(s['per_label']['neutral'])} | {fmt(s['best_dev'])} | {fmt(s['epochs'], 1, 0)} | "
+                f"{fmt(s['steps'], 1, 0)} | {fmt(s['minutes'], 1, 1)} | {s['n_seeds']} |"
             )
     out += ["", "Mean ± sample standard deviation over seeds. Minutes: wall time of `spacy train`.", "",
             "## Targets", ""] + (target_lines(summary) or ["(not enough runs to compare)"])

@@ -116,3 +116,58 @@ def test_data_commands_run_and_write_their_declared_outputs(tiny_project, monkey
     assert demo["splits"]["train"]["sentences"] == 3
     # Unchanged deps and outputs: spaCy skips the step.
     assert "Skipping 'prepare-conll': nothing changed" in spacy_project_run(tiny_project, "prepare-conll", capsys)
+
+
+DEMO_MODEL_COMMANDS = ["pretrain-demo", "perplexity-demo", "train-ner-demo", "train-sentiment-demo", "report-demo"]
+TINY_TRAINING_VARS = {
+    **VAR_OVERRIDES,
+    "vars.pretrain_demo_config": "configs/pretrain_tiny.cfg",
+    "vars.demo_pretrain_overrides": "--training.max_steps 3 --training.batch_size 32 --no-progress",
+    "vars.demo_train_overrides": "--training.max_steps 4 --training.eval_frequency 2 --training.patience 4",
+    "vars.demo_seeds": "0",
+    # enough words for a non-empty held-out pretraining split
+    "vars.demo_pretrain_max_words": 200,
+    "vars.demo_pretrain_dev_fraction": 0.2,
+}
+
+
+def tiny_vectors_pipeline(path: Path) -> None:
+    """Stands in for en_core_web_md: a blank pipeline with a few 4-d vectors."""
+    import numpy
+    import spacy
+
+    nlp = spacy.blank("en")
+    for i, word in enumerate(["the", "film", "good", "bad", "Germany", "London"]):
+        nlp.vocab.set_vector(word, numpy.arange(4, dtype="float32") + i)
+    nlp.to_disk(path)
+
+
+def test_demo_model_commands_run_on_tiny_slices(tiny_project, monkeypatch, capsys):
+    """pretrain -> perplexity -> train/evaluate every config -> report, as the demo
+    workflow chains them, on the tiny inputs with a few steps each."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setattr(weasel_run, "run_command", run_module_in_process)
+    (tiny_project / "configs").mkdir(exist_ok=True)  # a project `directories` entry: made on load
+    for config in (REPO / "configs").glob("*.cfg"):
+        if not (tiny_project / "configs" / config.name).exists():
+            (tiny_project / "configs" / config.name).symlink_to(config)
+    tiny_vectors_pipeline(tiny_project / "assets" / "en_core_web_md")
+    for name in ["prepare-conll-demo", "prepare-sentiment-demo", "pretrain-corpus-demo"]:
+        run_project(tiny_project, name, overrides=TINY_TRAINING_VARS)
+    _, commands = project_config(tiny_project, TINY_TRAINING_VARS)
+    for name in DEMO_MODEL_COMMANDS:
+        run_project(tiny_project, name, overrides=TINY_TRAINING_VARS)
+        missing = [out for out in commands[name]["outputs"] if not (tiny_project / out).exists()]
+        assert not missing, f"{name} did not write {missing}"
+    capsys.readouterr()
+    ppl = json.loads((tiny_project / "training/demo/bilm/perplexity.json").read_text())
+    assert ppl["mean"] > 1.0 and ppl["predictions_per_direction"] > 0
+    runs = sorted(p.parent.name for p in (tiny_project / "metrics/demo").glob("*/seed0.json"))
+    assert runs == ["ner_cnn", "ner_elmo", "ner_vectors", "sentiment_bow", "sentiment_cnn", "sentiment_elmo",
+                    "sentiment_vectors"]
+    elmo = json.loads((tiny_project / "metrics/demo/ner_elmo/seed0.json").read_text())
+    assert "ents_f" in elmo["test"] and elmo["training"]["steps"] == 4
+    assert abs(sum(elmo["elmo_mix"]["ner"][0]["weights"]) - 1.0) < 1e-5
+    results = (tiny_project / "reports/demo/results.md").read_text()
+    assert "ner_elmo" in results or "ELMo" in results
+    assert (tiny_project / "reports/demo/pretrain_curve.png").read_bytes()[:4] == b"\x89PNG"
