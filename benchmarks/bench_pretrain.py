@@ -29,6 +29,7 @@ from spacy_elmo.pretrain import load_config
 from spacy_elmo.pretrain.config import model_options
 from spacy_elmo.pretrain.batches import epoch_batches, make_batch
 from spacy_elmo.pretrain.corpus import Corpus
+from spacy_elmo.pretrain.train import train_step
 from spacy_elmo.pretrain.vocab import Vocabulary
 
 
@@ -95,13 +96,7 @@ def main() -> None:
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
         def step(batch):
-            with autocast:
-                fwd, bwd, n = lm(*batch, dropout=training["dropout"])
-            loss = (fwd + bwd) / (2 * n)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(lm.parameters(), training["grad_clip"])
-            optimizer.step()
+            train_step(lm, optimizer, batch, training["dropout"], training["grad_clip"], autocast)
 
         def tensors(i):
             return make_batch([sentences[j] for j in batches[i % len(batches)]], corpus.type_chars, type_words)

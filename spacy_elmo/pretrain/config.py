@@ -161,17 +161,28 @@ def validate(config: Config) -> None:
     model_options(config)  # the [model] sizes, checked by ElmoOptions
 
 
+# [model] settings: the ElmoOptions fields of the same names.
+MODEL_KEYS = (
+    "char_dim", "filters", "n_highway", "projection_dim", "lstm_dim", "n_layers", "cell_clip", "proj_clip",
+    "use_skip_connections", "activation", "max_characters_per_token",
+)
+
+
 def model_options(config: Config) -> ElmoOptions:
     m = config["model"]
     try:
-        return ElmoOptions(
-            char_dim=m["char_dim"], filters=[tuple(f) for f in m["filters"]], n_highway=m["n_highway"],
-            projection_dim=m["projection_dim"], lstm_dim=m["lstm_dim"], n_layers=m["n_layers"],
-            cell_clip=m["cell_clip"], proj_clip=m["proj_clip"], use_skip_connections=m["use_skip_connections"],
-            activation=m["activation"], max_characters_per_token=m["max_characters_per_token"], source="[model]",
-        )
+        settings = {key: m[key] for key in MODEL_KEYS}
+        settings["filters"] = [tuple(f) for f in settings["filters"]]
+        return ElmoOptions(**settings, source="[model]")
     except (TypeError, ValueError) as err:
         raise PretrainConfigError(f"config section [model]: {err}") from None
+
+
+def model_section(options: ElmoOptions) -> Dict[str, Any]:
+    """The [model] settings that describe ``options`` (the inverse of ``model_options``)."""
+    section = {key: getattr(options, key) for key in MODEL_KEYS}
+    section["filters"] = [list(f) for f in options.filters]
+    return section
 
 
 def config_differences(saved: Config, current: Config, allowed: Sequence[str] = RESUMABLE_CHANGES) -> List[Tuple[str, Any, Any]]:

@@ -32,7 +32,7 @@ from .outputs import (
     append_metrics, export_bilm, export_softmax, load_checkpoint, plot_curve, read_metrics, save_checkpoint,
     truncate_metrics,
 )
-from .config import PretrainConfigError, Schedule, config_differences, model_options
+from .config import PretrainConfigError, Schedule, config_differences, model_options, model_section
 from .corpus import Corpus, PretrainDataError, inputs_sha256
 from .vocab import Vocabulary
 
@@ -147,6 +147,20 @@ def make_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Optimi
     return torch.optim.SGD(params, lr=t["learn_rate"], weight_decay=t["weight_decay"])
 
 
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch, dropout: float, grad_clip: float,
+               autocast=nullcontext()) -> Tuple[float, float, int]:
+    """One update on the mean loss of both directions; returns the summed NLLs and the predictions per direction."""
+    with autocast:
+        forward_nll, backward_nll, n = model(*batch, dropout=dropout)
+    loss = (forward_nll + backward_nll) / (2 * n)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return float(forward_nll.detach()), float(backward_nll.detach()), n
+
+
 def dev_nll(lm: BidirectionalLM, data: TrainingData) -> Tuple[float, float, int]:
     """Exact summed NLL of the dev sentences (full normalisation, no dropout)."""
     was_training = lm.training
@@ -185,18 +199,16 @@ def _set_rng_state(state: Dict[str, Any], device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
+def log_window(start: float) -> Dict[str, float]:
+    """What is summed between two metrics records."""
+    return {"forward": 0.0, "backward": 0.0, "predictions": 0.0, "tokens": 0.0, "start": start}
+
+
 def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
     """The config to run and whether this resumes a checkpoint in ``output_dir``."""
     if config["paths"]["init_options"]:
         # Fine-tuning: the architecture is the published file's.
-        options = ElmoOptions.from_file(config["paths"]["init_options"])
-        config["model"].update({
-            "char_dim": options.char_dim, "filters": [list(f) for f in options.filters],
-            "n_highway": options.n_highway, "projection_dim": options.projection_dim,
-            "lstm_dim": options.lstm_dim, "n_layers": options.n_layers, "cell_clip": options.cell_clip,
-            "proj_clip": options.proj_clip, "use_skip_connections": options.use_skip_connections,
-            "activation": options.activation, "max_characters_per_token": options.max_characters_per_token,
-        })
+        config["model"].update(model_section(ElmoOptions.from_file(config["paths"]["init_options"])))
     if not (output_dir / CHECKPOINT_NAME).is_file():
         return config, False
     saved_path = output_dir / CONFIG_NAME
@@ -310,7 +322,7 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
 
     started = time.perf_counter()
     last_checkpoint = started
-    window = {"forward": 0.0, "backward": 0.0, "predictions": 0.0, "tokens": 0.0, "start": started}
+    window = log_window(started)
     bar = tqdm(total=t["max_steps"], initial=step, unit="step", disable=not (progress and dist_info.is_main),
                dynamic_ncols=True, desc="pretrain")
     last_dev: Optional[Dict[str, float]] = None
@@ -325,17 +337,11 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
         learn_rate = schedule(step)
         for group in optimizer.param_groups:
             group["lr"] = learn_rate
-        with autocast:
-            forward_nll, backward_nll, n = model(*data.batch(sentences), dropout=t["dropout"])
-        loss = (forward_nll + backward_nll) / (2 * n)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if t["grad_clip"]:
-            torch.nn.utils.clip_grad_norm_(lm.parameters(), t["grad_clip"])
-        optimizer.step()
+        forward_nll, backward_nll, n = train_step(model, optimizer, data.batch(sentences), t["dropout"],
+                                                  t["grad_clip"], autocast)
         step += 1
-        window["forward"] += float(forward_nll.detach())
-        window["backward"] += float(backward_nll.detach())
+        window["forward"] += forward_nll
+        window["backward"] += backward_nll
         window["predictions"] += n
         window["tokens"] += sum(len(s) for s in sentences)
         bar.update(1)
@@ -357,7 +363,7 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
                 append_metrics(output_dir / METRICS_NAME, [record])
                 bar.set_postfix(loss=f"{mean_loss:.3f}", ppl=f"{record['perplexity']:.1f}",
                                 tok_s=f"{record['tokens_per_sec']:.0f}")
-            window = {"forward": 0.0, "backward": 0.0, "predictions": 0.0, "tokens": 0.0, "start": now}
+            window = log_window(now)
         if step % t["eval_every_steps"] == 0 and step < t["max_steps"]:
             last_dev = evaluate(step) or last_dev
         due = step % t["checkpoint_every_steps"] == 0
