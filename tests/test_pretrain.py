@@ -198,6 +198,7 @@ def test_interrupted_and_resumed_run_ends_where_an_uninterrupted_one_does(tmp_pa
     assert first["step"] == 6 and first["position"] > 0
     summary = run(tmp_path / "resumed", train, dev, **{"training.max_steps": 14, **settings})
     assert summary["steps"] == 14
+    assert "max_steps = 14" in (tmp_path / "resumed" / "config.cfg").read_text()
     a = load_checkpoint(tmp_path / "straight" / "checkpoint.pt")
     b = load_checkpoint(tmp_path / "resumed" / "checkpoint.pt")
     assert (a["epoch"], a["position"]) == (b["epoch"], b["position"])

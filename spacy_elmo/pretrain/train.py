@@ -267,6 +267,7 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
         tokens_seen = state["tokens_seen"]
         if dist_info.is_main:
             truncate_metrics(output_dir / METRICS_NAME, step)
+            config.to_disk(output_dir / CONFIG_NAME)  # differs at most in resumable settings
     elif dist_info.is_main:
         output_dir.mkdir(parents=True, exist_ok=True)
         for name in (METRICS_NAME, CURVE_NAME):
