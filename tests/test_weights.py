@@ -213,3 +213,14 @@ def test_float16_files_are_half_size_and_load(saved, tmp_path):
         numpy.testing.assert_allclose(a, b, atol=0.05)
     with pytest.raises(ElmoWeightsError, match="float32 or float16, not 'int8'"):
         model.to_files(tmp_path / "x.json", tmp_path / "x.hdf5", dtype="int8")
+
+
+def test_written_file_has_ordinary_permissions(saved, tmp_path):
+    """Atomic writing goes through a private temporary file; the result is not private."""
+    import os
+    import stat
+
+    _, _, weights = saved
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    assert stat.S_IMODE(os.stat(weights).st_mode) == stat.S_IMODE(os.stat(plain).st_mode)

@@ -126,6 +126,10 @@ def write_weights(arrays: Dict[str, numpy.ndarray], weight_file: Union[str, Path
         with h5py.File(tmp, "w") as f:
             for name, array in arrays.items():
                 f.create_dataset(name, data=numpy.asarray(array, dtype=dtype))
+        # mkstemp makes the file private (0600); give it the permissions a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
