@@ -100,7 +100,7 @@ class CharEncoder(nn.Module):
         by_length, lengths = char_ids[order], content[order]
         chunks = []
         for start in range(0, n_tokens, CNN_CHUNK_TOKENS):
-            longest = int(lengths[start : start + CNN_CHUNK_TOKENS].max()) if n_tokens else 0
+            longest = int(lengths[start : start + CNN_CHUNK_TOKENS].max())
             columns = min(max_chars, longest + max_width)
             chunks.append(self._convolve(by_length[start : start + CNN_CHUNK_TOKENS, :columns]))
         if not chunks:
