@@ -187,6 +187,29 @@ def test_batches_cover_each_sentence_once_within_the_token_budget():
     assert any(len(a) != len(b) or (a != b).any() for a, b in zip(batches, other))
 
 
+def test_epochs_with_fewer_batches_than_the_first(tmp_path, text_files, monkeypatch):
+    """Each epoch shuffles before batching, so batch counts differ between
+    epochs; a later, shorter epoch must end at its own count."""
+    import spacy_elmo.pretrain.train as train_module
+
+    served = {}
+
+    def uneven_batches(lengths, batch_tokens, seed, epoch):
+        batches = epoch_batches(lengths, batch_tokens, seed, epoch)
+        batches = batches[: len(batches) - 2] if epoch % 2 else batches
+        served[epoch] = len(batches)
+        return batches
+
+    monkeypatch.setattr(train_module, "epoch_batches", uneven_batches)
+    train, _ = text_files
+    first = len(epoch_batches([len(s.split()) for s in SENTENCES * 12], 64, 0, 0))
+    steps = 2 * first - 2 + 1  # all of epoch 0, all of the shorter epoch 1, one step of epoch 2
+    summary = run(tmp_path / "out", train, **{"training.batch_size": 64, "training.max_steps": steps})
+    assert served == {0: first, 1: first - 2, 2: first}
+    assert summary["epochs_completed"] == 2
+    assert load_checkpoint(tmp_path / "out" / "checkpoint.pt")["position"] == 1
+
+
 # -- checkpoints, resume, outputs ---------------------------------------------
 def test_interrupted_and_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path, text_files):
     train, dev = text_files

@@ -283,12 +283,20 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
         model = DistributedDataParallel(lm, device_ids=[torch_device.index] if torch_device.type == "cuda" else None)
 
     lengths = [len(s) for s in data.train]
-    batches = epoch_batches(lengths, t["batch_size"], seed, epoch)
-    per_process = len(batches) // dist_info.world_size
-    if per_process == 0:
-        raise PretrainDataError(
-            f"{config['paths']['train']}: {len(batches)} batch(es) per epoch cannot feed {dist_info.world_size} processes"
-        )
+
+    def batches_of_epoch(epoch: int) -> Tuple[List[numpy.ndarray], int]:
+        """The epoch's batches and how many each process takes: the count
+        differs between epochs, since each epoch shuffles before batching."""
+        batches = epoch_batches(lengths, t["batch_size"], seed, epoch)
+        per_process = len(batches) // dist_info.world_size
+        if per_process == 0:
+            raise PretrainDataError(
+                f"{config['paths']['train']}: {len(batches)} batch(es) per epoch cannot feed "
+                f"{dist_info.world_size} processes"
+            )
+        return batches, per_process
+
+    batches, per_process = batches_of_epoch(epoch)
     autocast = (torch.autocast(torch_device.type, dtype=torch.bfloat16) if t["precision"] == "bf16" else nullcontext())
     if t["precision"] == "bf16" and torch_device.type == "cpu" and not native_cpu_bf16():
         warnings.warn("training.precision = bf16 on a CPU without native bf16 (AVX512-BF16/AMX): torch emulates "
@@ -332,7 +340,7 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
     while step < t["max_steps"]:
         if position >= per_process:
             epoch, position = epoch + 1, 0
-            batches = epoch_batches(lengths, t["batch_size"], seed, epoch)
+            batches, per_process = batches_of_epoch(epoch)
         sentences = [data.train[i] for i in batches[position * dist_info.world_size + dist_info.rank]]
         position += 1
         learn_rate = schedule(step)
