@@ -1,0 +1,45 @@
+"""The biLM the package ships (spacy_elmo/data/default_bilm, made by the
+project's `ship-default` step): present, within the size cap, float16, and
+what `nlp.add_pipe("elmo")` uses with no config, offline."""
+import json
+
+import h5py
+import numpy
+import spacy
+
+from spacy_elmo.bilm import ElmoBiLM
+from spacy_elmo.loaders import DEFAULT_BILM_DIR, default_bilm_dir
+
+
+def test_default_bilm_is_bundled_small_and_float16():
+    assert default_bilm_dir() == DEFAULT_BILM_DIR
+    size_mb = sum(p.stat().st_size for p in DEFAULT_BILM_DIR.iterdir()) / 1e6
+    assert size_mb <= 25.0
+    with h5py.File(DEFAULT_BILM_DIR / "weights.hdf5", "r") as f:
+        assert f["CNN_proj/W_proj"].dtype == numpy.float16
+    provenance = json.loads((DEFAULT_BILM_DIR / "provenance.json").read_text(encoding="utf8"))
+    # A trained model, not a placeholder: the held-out perplexity recorded when it shipped.
+    assert provenance["steps"] >= 1000
+    assert 1.0 < provenance["perplexity"]["mean"] < 1000.0
+
+
+def test_add_pipe_without_config_uses_the_default():
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    doc = nlp("The bank raised interest rates on Monday .")
+    expected = ElmoBiLM.from_dir(DEFAULT_BILM_DIR).embed_batch([[t.text for t in doc]])[0]
+    assert doc._.elmo_layers.shape == expected.shape == (3, len(doc), 256)
+    numpy.testing.assert_allclose(doc._.elmo_layers, expected, atol=1e-5)
+    assert numpy.isfinite(doc._.elmo_layers).all()
+
+
+def test_default_bilm_is_contextual():
+    """Layer 0 is context-free, the LSTM layers are not: "bank" by a river and
+    "bank" raising rates share layer 0 exactly and differ above it."""
+    bilm = ElmoBiLM.from_dir(DEFAULT_BILM_DIR)
+    river, money = bilm.embed_batch([
+        ["We", "sat", "on", "the", "bank", "of", "the", "river", "."],
+        ["The", "bank", "raised", "interest", "rates", "."],
+    ])
+    numpy.testing.assert_allclose(river[0, 4], money[0, 1], atol=1e-6)
+    assert not numpy.allclose(river[2, 4], money[2, 1], atol=1e-2)
