@@ -133,7 +133,10 @@ def test_cache_is_exact_and_follows_weight_changes(weight_files):
     assert numpy.abs(changed - first[0]).max() > 0.1  # not served from the stale cache
 
 
-def test_no_weights_is_a_helpful_error():
+def test_no_weights_is_a_helpful_error(tmp_path, monkeypatch):
+    import spacy_elmo.loaders as loaders
+
+    monkeypatch.setattr(loaders, "DEFAULT_BILM_DIR", tmp_path / "missing")  # an install without the default
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo")
     with pytest.raises(ElmoNoWeightsError, match="has no biLM weights") as info:
