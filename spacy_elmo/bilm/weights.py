@@ -2,15 +2,14 @@
 
 Only datasets are read (plain float arrays): a weight file cannot run code.
 """
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Dict, Tuple, Union
 
 import h5py
 import numpy
 
+from .atomic import atomic_path
 from .errors import ElmoFileNotFoundError, ElmoWeightsError
 from .options import ElmoOptions
 
@@ -120,17 +119,7 @@ def write_weights(arrays: Dict[str, numpy.ndarray], weight_file: Union[str, Path
         raise ElmoWeightsError(f"weight files are float32 or float16, not {dtype!r}")
     path = Path(weight_file)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         with h5py.File(tmp, "w") as f:
             for name, array in arrays.items():
                 f.create_dataset(name, data=numpy.asarray(array, dtype=dtype))
-        # mkstemp makes the file private (0600); give it the permissions a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

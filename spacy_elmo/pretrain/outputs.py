@@ -14,16 +14,15 @@ never a torn one. Checkpoints load with ``weights_only=True``: no code runs.
     OUTPUT_DIR/training_curve.png
 """
 import json
-import os
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import h5py
 import numpy
 import torch
 
 from ..bilm import ElmoBiLM, ElmoOptions
+from ..bilm.atomic import atomic_path
 from ..bilm.lm_head import head_arrays, load_head_arrays
 from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.weights import write_weights
@@ -35,20 +34,6 @@ VOCAB_NAME = "vocab.txt"
 SOFTMAX_NAME = "softmax.hdf5"
 METRICS_NAME = "metrics.jsonl"
 CURVE_NAME = "training_curve.png"
-
-
-@contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yields a temporary path to write; on success it replaces ``path``."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        yield tmp
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def save_checkpoint(path: Path, state: Dict[str, Any]) -> None:
