@@ -21,6 +21,7 @@ import typer
 from tqdm import tqdm
 
 from ..bilm import ElmoBiLM, ElmoError
+from ..bilm.atomic import atomic_path
 from ..textio import iter_utf8_lines
 from . import app
 
@@ -87,9 +88,8 @@ def _file_sha256(path: Path) -> str:
 
 
 def _write_json_atomic(path: Path, data: Dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf8")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data), encoding="utf8")
 
 
 def embed_file(

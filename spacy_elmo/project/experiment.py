@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
+from ..bilm.atomic import atomic_path
 from . import ProjectDataError
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -63,7 +64,7 @@ def run_seed(
     config: Path,
     train: Path,
     dev: Path,
-    test: Path,
+    test: Optional[Path],
     name: str,
     seed: int,
     overrides: List[str],
@@ -90,27 +91,37 @@ def run_seed(
     start = time.time()
     subprocess.run(command, check=True)
     wall_seconds = time.time() - start
-    scores_file = out_dir / "test_scores.json"
-    evaluate = [
-        sys.executable, "-m", "spacy", "evaluate", str(out_dir / "model-best"), str(test),
-        "--output", str(scores_file), "--gpu-id", str(gpu_id),
-    ] + (["--gold-preproc"] if gold_preproc else [])
-    subprocess.run(evaluate, check=True)
+    test_scores = None
+    if test is not None:
+        scores_file = out_dir / "test_scores.json"
+        evaluate = [
+            sys.executable, "-m", "spacy", "evaluate", str(out_dir / "model-best"), str(test),
+            "--output", str(scores_file), "--gpu-id", str(gpu_id),
+        ] + (["--gold-preproc"] if gold_preproc else [])
+        subprocess.run(evaluate, check=True)
+        test_scores = json.loads(scores_file.read_text(encoding="utf8"))
     result = {
         "name": name,
         "config": str(config),
         "seed": seed,
         "overrides": overrides,
         "gold_preproc": gold_preproc,
-        "test": json.loads(scores_file.read_text(encoding="utf8")),
+        # None for a dev-only run (`investigate`): the test split is kept for the final table.
+        "test": test_scores,
         "training": {**training_summary(out_dir / "log.jsonl"), "wall_seconds": round(wall_seconds, 1)},
         "elmo_mix": elmo_mix(out_dir / "model-best"),
     }
     metrics_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = metrics_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2), encoding="utf8")
-    tmp.replace(metrics_file)
+    with atomic_path(metrics_file) as tmp:
+        tmp.write_text(json.dumps(result, indent=2), encoding="utf8")
     return metrics_file
+
+
+def parse_seeds(seeds: str) -> List[int]:
+    try:
+        return [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--seeds must be comma-separated integers, got {seeds!r}") from None
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -128,11 +139,7 @@ def main(
     metrics_dir: Path = typer.Option(Path("metrics"), "--metrics-dir"),
 ):
     """Train NAME for each seed, then score each best model once on TEST."""
-    try:
-        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"--seeds must be comma-separated integers, got {seeds!r}") from None
-    for seed in seed_list:
+    for seed in parse_seeds(seeds):
         run_seed(config, train, dev, test, name, seed, list(ctx.args), gold_preproc, gpu_id, training_dir, metrics_dir)
 
 

@@ -171,3 +171,39 @@ def test_demo_model_commands_run_on_tiny_slices(tiny_project, monkeypatch, capsy
     results = (tiny_project / "reports/demo/results.md").read_text()
     assert "ner_elmo" in results or "ELMo" in results
     assert (tiny_project / "reports/demo/pretrain_curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_investigate_keeps_dev_only_and_the_report_lists_it_apart(tiny_project, monkeypatch, capsys):
+    """A variant tried after a missed target never touches the test split, and
+    the report shows it in its own section, not in the results table."""
+    if not (tiny_project / "metrics/demo/sentiment_elmo/seed0.json").is_file():
+        test_demo_model_commands_run_on_tiny_slices(tiny_project, monkeypatch, capsys)
+    monkeypatch.chdir(tiny_project)
+    corpus = "corpus/demo/sentiment/fine"
+    run_module_in_process([
+        sys.executable, "-m", "spacy_elmo.project.investigate", "configs/textcat_elmo.cfg",
+        f"{corpus}/train.spacy", f"{corpus}/dev.spacy", "sentiment_elmo_layer_norm",
+        "--seeds", "3", "--training-dir", "training/investigate", "--metrics-dir", "metrics/investigate",
+        "--training.max_steps", "2", "--training.eval_frequency", "1",
+        "--components.textcat.model.tok2vec.elmo.layer_norm", "true",
+        "--paths.elmo_options", "training/demo/bilm/options.json",
+        "--paths.elmo_weights", "training/demo/bilm/weights.hdf5",
+    ])
+    record = json.loads(Path("metrics/investigate/sentiment_elmo_layer_norm/seed3.json").read_text())
+    assert record["test"] is None and record["seed"] == 3
+    assert record["training"]["steps"] == 2 and 0.0 <= record["training"]["best_dev_score"] <= 1.0
+    assert not Path("training/investigate/sentiment_elmo_layer_norm/seed3/test_scores.json").exists()
+    run_module_in_process([
+        sys.executable, "-m", "spacy_elmo.project.report", "metrics/demo", "reports/with_investigations",
+        "--investigations-dir", "metrics/investigate",
+    ])
+    results = Path("reports/with_investigations/results.md").read_text()
+    main_tables, investigations = results.split("## Investigations")
+    assert "sentiment_elmo_layer_norm" not in main_tables
+    row = next(line for line in investigations.splitlines() if "sentiment_elmo_layer_norm" in line)
+    # the biLM paths are left out, the change is shown
+    assert "--components.textcat.model.tok2vec.elmo.layer_norm true" in row and "weights.hdf5" not in row
+    # a dev-only run in the main metrics folder is not mistaken for a scored one
+    shutil.copytree("metrics/investigate/sentiment_elmo_layer_norm", "metrics/demo/sentiment_elmo_layer_norm")
+    run_module_in_process([sys.executable, "-m", "spacy_elmo.project.report", "metrics/demo", "reports/again"])
+    assert "sentiment_elmo_layer_norm" not in Path("reports/again/results.md").read_text()
