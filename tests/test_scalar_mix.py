@@ -1,7 +1,7 @@
 """The scalar mix layer alone (thinc only): values, gradients, regularisers."""
 import numpy
 import pytest
-from thinc.api import fix_random_seed
+from thinc.api import fix_random_seed, set_dropout_rate
 
 from spacy_elmo.bilm import ElmoError
 from spacy_elmo.layers.scalar_mix import build_scalar_mix, mix_weights
@@ -97,6 +97,18 @@ def test_dropout_only_in_training():
     X = [layers()]
     assert (mix.predict(X)[0] != 0).all()
     assert (mix(X, is_train=True)[0][0] == 0).any()
+
+
+def test_training_dropout_does_not_replace_the_configured_rate():
+    """spaCy's update() calls set_dropout_rate(model, [training] dropout) on
+    every node: the mix keeps its own rate (a listener's `dropout`)."""
+    fix_random_seed(0)
+    mix = build_scalar_mix(3, 6, dropout=0.5)
+    mix.initialize()
+    set_dropout_rate(mix, 0.0)
+    X = [layers(n=400)]
+    dropped = float((mix(X, is_train=True)[0][0] == 0).mean())
+    assert 0.4 < dropped < 0.6
 
 
 def test_layer_dropout_drops_whole_layers_only_in_training():

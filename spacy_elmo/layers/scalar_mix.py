@@ -38,7 +38,10 @@ def build_scalar_mix(
         params={"s": None, "gamma": None},
         attrs={
             "layer_norm": layer_norm,
-            "dropout_rate": dropout,
+            # Not "dropout_rate": spaCy's update() sets every node's
+            # "dropout_rate" to [training] dropout, which would silently
+            # replace the rate configured for this listener.
+            "mix_dropout": dropout,
             "layer_dropout": layer_dropout,
             "l2": l2,
             # Whether backprop computes d(layers): only needed when the biLM learns.
@@ -77,7 +80,7 @@ def mix_forward(model: MixModel, Xs: List[Floats3d], is_train: bool) -> Tuple[Li
             keep[int(ops.xp.random.randint(n_layers))] = 1.0
     weights = mix_weights(model, keep)
     gamma = model.get_param("gamma")[0]
-    rate = model.attrs["dropout_rate"] if is_train else 0.0
+    rate = model.attrs["mix_dropout"] if is_train else 0.0
     layer_norm = model.attrs["layer_norm"]
     Ys, saved = [], []
     for X in Xs:
