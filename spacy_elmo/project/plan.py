@@ -5,10 +5,8 @@
 Printed before the long run starts (and written to REPORT_FILE). The
 pretraining time follows from the config's steps and batch size and the
 training speed measured by ``benchmarks/bench_pretrain.py --config ...`` on a
-2-core CPU. The task-training times are rough: CNN NER to convergence took
-~20 minutes and the bag-of-words textcat under a minute on that machine
-(shared/docs/evaluation.md); the others are scaled from those by the epoch
-costs measured here (ELMo NER epochs 1.33x the CNN's, bench_train_epoch.py).
+2-core CPU. The task-training times are the means per seed measured by the full run on
+that machine (2026-11-23, ``metrics/<run>/seed*.json``: ``training.wall_seconds``).
 """
 from pathlib import Path
 
@@ -20,9 +18,13 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
 
 # Minutes per seed on a 2-core CPU, to convergence (patience 1600 steps), and their basis.
 TASK_MINUTES = {
-    "ner_cnn": (20, "measured"), "ner_vectors": (25, "estimate"), "ner_elmo": (30, "estimate: 1.33x epochs + first epoch"),
-    "sentiment_bow": (1, "measured"), "sentiment_cnn": (5, "estimate"), "sentiment_vectors": (6, "estimate"),
-    "sentiment_elmo": (8, "estimate"),
+    "ner_cnn": (9, "measured: 9.2 min/seed"),
+    "ner_vectors": (11, "measured: 11.4 min/seed"),
+    "ner_elmo": (15, "measured: 15.1 min/seed"),
+    "sentiment_bow": (1, "measured: 0.9 min/seed"),
+    "sentiment_cnn": (4, "measured: 4.3 min/seed"),
+    "sentiment_vectors": (5, "measured: 5.4 min/seed"),
+    "sentiment_elmo": (8, "measured: 8.2 min/seed"),
 }
 DATA_MINUTES = 5
 

@@ -14,6 +14,6 @@ def test_plan_counts_pretraining_from_the_config_and_tasks_per_seed(tmp_path):
     assert result.exit_code == 0, result.output
     text = (tmp_path / "plan.md").read_text()
     assert "| pretrain (4000 steps x 4096 tokens at 4096 tokens/s) | 67 |" in text  # 4000 s
-    assert "| ner_elmo, 2 seed(s) | 60 |" in text
+    assert "| ner_elmo, 2 seed(s) | 30 |" in text
     total = 5 + 4000 / 60 + 2 * sum(minutes for minutes, _ in plan.TASK_MINUTES.values())
     assert f"**{total:.0f}**" in text and text in result.output

@@ -203,6 +203,15 @@ def test_investigate_keeps_dev_only_and_the_report_lists_it_apart(tiny_project, 
     row = next(line for line in investigations.splitlines() if "sentiment_elmo_layer_norm" in line)
     # the biLM paths are left out, the change is shown
     assert "--components.textcat.model.tok2vec.elmo.layer_norm true" in row and "weights.hdf5" not in row
+    # a variant on another biLM than the report's says so; on the report's biLM it does not
+    for bilm_dir, named in (("training/bilm", True), ("training/demo/bilm", False)):
+        run_module_in_process([
+            sys.executable, "-m", "spacy_elmo.project.report", "metrics/demo", "reports/with_bilm",
+            "--investigations-dir", "metrics/investigate", "--bilm-dir", bilm_dir,
+        ])
+        text = Path("reports/with_bilm/results.md").read_text().split("## Investigations")[1]
+        row = next(line for line in text.splitlines() if "sentiment_elmo_layer_norm" in line)
+        assert ("biLM `training/demo/bilm`" in row) is named, row
     # a dev-only run in the main metrics folder is not mistaken for a scored one
     shutil.copytree("metrics/investigate/sentiment_elmo_layer_norm", "metrics/demo/sentiment_elmo_layer_norm")
     run_module_in_process([sys.executable, "-m", "spacy_elmo.project.report", "metrics/demo", "reports/again"])

@@ -1,0 +1,30 @@
+"""report: the investigations section, from records shaped like experiment's."""
+from spacy_elmo.project.report import investigation_lines
+
+BILM = ["--paths.elmo_options", "training/bilm/options.json", "--paths.elmo_weights", "training/bilm/weights.hdf5"]
+
+
+def record(seed, dev, config="configs/textcat_elmo.cfg", overrides=(), test=None):
+    return {"seed": seed, "config": config, "overrides": list(overrides), "test": test,
+            "training": {"best_dev_score": dev, "epochs": 10, "wall_seconds": 120.0}}
+
+
+def test_investigations_are_compared_with_the_scored_runs_on_the_same_seeds():
+    investigations = {"sentiment_elmo_layer_norm": [
+        record(0, 0.4349, overrides=BILM + ["--components.textcat.model.tok2vec.elmo.layer_norm", "true"])
+    ]}
+    scored = {
+        "sentiment_elmo": [record(0, 0.4220, test={}), record(1, 0.4300, test={})],
+        "sentiment_cnn": [record(1, 0.4400, config="configs/textcat_cnn.cfg", test={})],
+    }
+    lines = investigation_lines(investigations, None, scored)
+    reference = next(line for line in lines if line.startswith("Best dev of the scored runs"))
+    # seed 0 only: sentiment_elmo's seed 1 and the seed-1-only CNN run are left out
+    assert "(0)" in reference and "`sentiment_elmo` 42.20" in reference and "sentiment_cnn" not in reference
+    row = next(line for line in lines if "sentiment_elmo_layer_norm" in line)
+    assert row.startswith("| `sentiment_elmo_layer_norm` | `textcat_elmo.cfg` | "
+                          "`--components.textcat.model.tok2vec.elmo.layer_norm true` | 43.49 | 10 | 2.0 | 1 |")
+
+
+def test_no_investigations_no_section():
+    assert investigation_lines({}, None, {"sentiment_elmo": [record(0, 0.4, test={})]}) == []
