@@ -214,22 +214,22 @@ def investigation_lines(
         return []
     out = ["", "## Investigations (dev split only; the test split was not scored)", "",
            "Variants trained to convergence under the same stopping rule.", ""]
-    seeds = sorted({r["seed"] for records in investigations.values() for r in records})
+    investigated_seeds = sorted({r["seed"] for records in investigations.values() for r in records})
     references = [
         f"`{name}` {fmt([r['training']['best_dev_score'] for r in same_seeds])}"
         for name, records in sorted((scored_runs or {}).items())
-        if (same_seeds := [r for r in records if r["seed"] in seeds])
+        if (same_seeds := [r for r in records if r["seed"] in investigated_seeds])
     ]
     if references:
-        out += [f"Best dev of the scored runs on the same seed(s) ({', '.join(map(str, seeds))}), "
+        out += [f"Best dev of the scored runs on the same seed(s) ({', '.join(map(str, investigated_seeds))}), "
                 f"to compare with: {', '.join(references)}.", ""]
     out += ["| run | config | changed (overrides) | best dev | epochs | minutes | seeds |", "|---|---|---|---|---|---|---|"]
-    for name, seeds in sorted(investigations.items()):
-        training = [r["training"] for r in seeds]
+    for name, records in sorted(investigations.items()):
+        training = [r["training"] for r in records]
         out.append(
-            f"| `{name}` | `{Path(seeds[0]['config']).name}` | {changed_settings(seeds[0]['overrides'], bilm_dir)} | "
+            f"| `{name}` | `{Path(records[0]['config']).name}` | {changed_settings(records[0]['overrides'], bilm_dir)} | "
             f"{fmt([t['best_dev_score'] for t in training])} | {fmt([t['epochs'] for t in training], 1, 0)} | "
-            f"{fmt([t['wall_seconds'] / 60 for t in training], 1, 1)} | {len(seeds)} |"
+            f"{fmt([t['wall_seconds'] / 60 for t in training], 1, 1)} | {len(records)} |"
         )
     return out
 
