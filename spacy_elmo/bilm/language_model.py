@@ -47,17 +47,28 @@ class BidirectionalLM(nn.Module):
         hidden, targets = self._predictions(type_chars, type_index, word_ids, lengths, dropout)
         nll = self.head(hidden, targets)
         n = targets.shape[0] // 2
-        return nll[:n].sum(), nll[n:].sum(), n
+        return nll[:n].sum(), nll[n:].sum(), self._scored(targets[:n])
 
     @torch.no_grad()
     def exact_nll(
         self, type_chars: Tensor, type_index: Tensor, word_ids: Tensor, lengths: Tensor
     ) -> Tuple[float, float, int]:
-        """As ``forward``, with the exact (fully normalised) softmax and no dropout."""
+        """As ``forward``, with the exact (fully normalised) softmax and no dropout;
+        for a head without word probabilities (vmf), its own loss."""
         hidden, targets = self._predictions(type_chars, type_index, word_ids, lengths, 0.0)
-        log_probs = self.head.target_log_probs(hidden, targets)
         n = targets.shape[0] // 2
+        if not hasattr(self.head, "target_log_probs"):
+            losses = self.head(hidden.float(), targets)
+            return float(losses[:n].sum()), float(losses[n:].sum()), self._scored(targets[:n])
+        log_probs = self.head.target_log_probs(hidden, targets)
         return -float(log_probs[:n].sum()), -float(log_probs[n:].sum()), n
+
+    def _scored(self, targets: Tensor) -> int:
+        """Predictions that count: all, or for a vmf head those whose word has a vector
+        (the same words in both directions: each sentence's words plus one boundary)."""
+        if hasattr(self.head, "has_target"):
+            return int(self.head.has_target(targets).sum())
+        return int(targets.shape[0])
 
     def _predictions(self, type_chars, type_index, word_ids, lengths, dropout):
         device = self.bilm.device

@@ -9,6 +9,10 @@ Three kinds (paper section 3.1 uses one softmax for the forward and backward LM)
   accidental hits removed. Evaluation uses the full softmax of the same weights.
 * ``adaptive``: Grave et al. (2017), ``torch.nn.AdaptiveLogSoftmaxWithLoss``:
   frequent words in a head, rare ones in smaller clusters. Exact probabilities.
+* ``vmf``: continuous outputs (Kumar & Tsvetkov 2019; Li et al. 2019, ELMo-C):
+  no softmax; the state is mapped to a vector that should point at the target
+  word's pretrained vector, scored by the von Mises-Fisher negative
+  log-likelihood. It has a loss, not word probabilities: no perplexity.
 
 Every head maps ``hidden (N, P)`` and ``targets (N,)`` to per-example negative
 log-likelihoods; ``target_log_probs`` gives the exact normalised values.
@@ -24,7 +28,9 @@ from torch.nn import functional as F
 
 from .errors import ElmoOptionsError
 
-SOFTMAX_KINDS = ("full", "sampled", "adaptive")
+SOFTMAX_KINDS = ("full", "sampled", "adaptive", "vmf")
+# Heads that give word probabilities (and so a perplexity).
+NORMALISED_KINDS = ("full", "sampled", "adaptive")
 # Rows of logits computed at once in exact evaluation: bounds the (rows, V) buffer.
 _EVAL_CHUNK = 1024
 
@@ -125,14 +131,72 @@ class AdaptiveSoftmax(nn.Module):
         return {"cutoffs": self.cutoffs, "div_value": self.div_value}
 
 
+def log_bessel_iv(order: float, kappa: Tensor) -> Tensor:
+    """``log I_order(kappa)`` by the uniform asymptotic (Debye) expansion with its first
+    correction term (Abramowitz & Stegun 9.7.7), differentiable where torch has no Bessel
+    function of any order: within 1e-4 of the exact value for the orders of word vectors
+    (m/2 - 1 = 149 for m = 300; checked against mpmath in the tests)."""
+    z = kappa / order
+    root = torch.sqrt(1 + z * z)
+    eta = root + torch.log(z / (1 + root))
+    t = 1 / root
+    u1 = (3 * t - 5 * t**3) / 24
+    return -0.5 * math.log(2 * math.pi * order) + order * eta - 0.5 * torch.log(root) + torch.log1p(u1 / order)
+
+
+class VmfHead(nn.Module):
+    """Continuous outputs: ``e_hat = W h``; the loss of a target with unit vector
+    ``e`` is the vMF NLL ``-log C_m(|e_hat|) - e_hat . e`` plus ``l1 * |e_hat|``
+    (Kumar & Tsvetkov 2019, eq. 6 with their first regulariser). Targets whose
+    word has no vector (an all-zero row) are left out of the loss."""
+
+    kind = "vmf"
+
+    def __init__(self, input_dim: int, vocab_size: int, target_vectors: Tensor, l1: float = 0.02):
+        super().__init__()
+        if target_vectors.dim() != 2 or target_vectors.shape[0] != vocab_size:
+            raise ElmoOptionsError(
+                f"vmf head: target vectors of shape {tuple(target_vectors.shape)} for a vocabulary of {vocab_size} words"
+            )
+        self.vocab_size, self.l1 = vocab_size, float(l1)
+        self.dim = target_vectors.shape[1]
+        if self.dim < 4:
+            raise ElmoOptionsError(f"vmf head: target vectors need at least 4 dimensions, got {self.dim}")
+        self.project = nn.Linear(input_dim, self.dim)
+        norms = target_vectors.float().norm(dim=1, keepdim=True)
+        # A persistent buffer: a checkpoint or softmax file is complete without the vectors' source.
+        self.register_buffer("targets", target_vectors.float() / norms.clamp(min=1e-12))
+
+    def has_target(self, targets: Tensor) -> Tensor:
+        return self.targets[targets].abs().sum(-1) > 0
+
+    def forward(self, hidden: Tensor, targets: Tensor) -> Tensor:
+        """Per-example losses; 0 for targets without a vector (see ``has_target``)."""
+        predicted = self.project(hidden).float()
+        kappa = predicted.norm(dim=-1).clamp(min=1e-6)
+        order = self.dim / 2 - 1
+        log_cm = order * torch.log(kappa) - (self.dim / 2) * math.log(2 * math.pi) - log_bessel_iv(order, kappa)
+        target = self.targets[targets]
+        loss = -log_cm - (predicted * target).sum(-1) + self.l1 * kappa
+        return loss * self.has_target(targets)
+
+    def settings(self) -> Dict:
+        return {"l1": self.l1}
+
+
 def build_lm_head(kind: str, input_dim: int, vocab_size: int, n_samples: int = 8192,
-                  cutoffs: Sequence[int] = (), div_value: float = 4.0) -> nn.Module:
+                  cutoffs: Sequence[int] = (), div_value: float = 4.0, target_vectors=None,
+                  l1: float = 0.02) -> nn.Module:
     if kind == "full":
         return FullSoftmax(input_dim, vocab_size)
     if kind == "sampled":
         return SampledSoftmax(input_dim, vocab_size, n_samples)
     if kind == "adaptive":
         return AdaptiveSoftmax(input_dim, vocab_size, cutoffs, div_value)
+    if kind == "vmf":
+        if target_vectors is None:
+            raise ElmoOptionsError("the vmf head needs target vectors (pretraining: paths.output_vectors)")
+        return VmfHead(input_dim, vocab_size, torch.as_tensor(target_vectors), l1)
     raise ElmoOptionsError(f"softmax kind must be one of {SOFTMAX_KINDS}, got {kind!r}")
 
 

@@ -37,7 +37,10 @@ def pretrain_command(
         raise typer.Exit(code=1)
     if summary["rank"] == 0:
         dev = summary["dev_perplexity"]
-        dev_text = f", dev perplexity {dev['mean']:.2f} (forward {dev['forward']:.2f}, backward {dev['backward']:.2f})" if dev else ""
+        if dev and "mean_loss" in dev:
+            dev_text = f", dev loss {dev['mean_loss']:.4f} (continuous outputs: no perplexity)"
+        else:
+            dev_text = f", dev perplexity {dev['mean']:.2f} (forward {dev['forward']:.2f}, backward {dev['backward']:.2f})" if dev else ""
         typer.echo(f"trained to step {summary['steps']}{dev_text}; biLM in {output_dir}", err=True)
 
 
@@ -51,16 +54,28 @@ def perplexity_command(
 ):
     """Forward, backward and mean perplexity of TEXT under the biLM's full softmax."""
     from ..pretrain.perplexity import perplexity
+    from ..pretrain.train import unknown_rate_warning
 
     try:
         result = perplexity(bilm_dir, text, text_format=text_format, device=device)
     except ElmoError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)
-    typer.echo(f"forward perplexity  {result['forward']:.3f}")
-    typer.echo(f"backward perplexity {result['backward']:.3f}")
-    typer.echo(f"mean perplexity     {result['mean']:.3f}  (exp of the mean loss; "
-               f"{result['sentences']} sentences, {result['predictions_per_direction']} predictions per direction)")
+    scored = f"{result['sentences']} sentences, {result['predictions_per_direction']} predictions per direction"
+    if "mean_loss" in result:
+        typer.echo("no perplexity: this biLM was trained with continuous outputs (vmf), which give no word "
+                   "probabilities; its held-out vMF loss per prediction instead:")
+        typer.echo(f"forward loss  {result['forward_loss']:.4f}")
+        typer.echo(f"backward loss {result['backward_loss']:.4f}")
+        typer.echo(f"mean loss     {result['mean_loss']:.4f}  ({scored})")
+    else:
+        typer.echo(f"forward perplexity  {result['forward']:.3f}")
+        typer.echo(f"backward perplexity {result['backward']:.3f}")
+        typer.echo(f"mean perplexity     {result['mean']:.3f}  (exp of the mean loss; {scored})")
+    typer.echo(f"unknown words       {result['unknown_rate']:.2%}  (outside the vocabulary, scored as <UNK>)")
+    warning = unknown_rate_warning(result["unknown_rate"], str(text))
+    if warning and "mean_loss" not in result:
+        typer.echo(f"warning: {warning}", err=True)
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")

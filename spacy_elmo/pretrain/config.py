@@ -21,6 +21,12 @@ dev = null
 # Fine-tune from published files (a fresh softmax is trained for the new vocabulary).
 init_options = null
 init_weights = null
+# Warm start from a biLM directory (options.json + weights.hdf5, and the
+# vocab.txt + softmax.hdf5 that pretrain writes, if there): see warm_start.py.
+init_dir = null
+# Continuous outputs (training.softmax = "vmf"): the word vectors to predict,
+# a spaCy pipeline directory or its vocab/ directory (e.g. en_core_web_md).
+output_vectors = null
 # An existing vocabulary (one token per line) instead of one built from train.
 vocab = null
 
@@ -71,6 +77,9 @@ softmax = "adaptive"
 n_samples = 8192
 adaptive_cutoffs = [2000, 10000]
 adaptive_div_value = 4.0
+# The vmf head's penalty on the predicted vector's norm (Kumar & Tsvetkov 2019).
+vmf_l1 = 0.02
+# "auto": bf16 where the device computes it natively (AVX512-BF16/AMX CPUs, bf16 GPUs), else fp32.
 precision = "fp32"
 log_every_steps = 10
 eval_every_steps = 500
@@ -79,7 +88,7 @@ checkpoint_every_minutes = 10.0
 """
 
 OPTIMIZERS = ("adam", "adagrad", "sgd")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "auto")
 TEXT_FORMATS = ("auto", "lines", "paragraphs")
 # Settings a resumed run may change: everything else must match the checkpoint.
 RESUMABLE_CHANGES = (
@@ -134,7 +143,7 @@ def validate(config: Config) -> None:
     for key in ("max_steps", "batch_size", "log_every_steps", "eval_every_steps", "checkpoint_every_steps"):
         _check(isinstance(t[key], int) and not isinstance(t[key], bool) and t[key] >= 1,
                f"training.{key}", f"must be a positive integer, got {t[key]!r}")
-    for key in ("learn_rate", "dropout", "grad_clip", "checkpoint_every_minutes", "weight_decay"):
+    for key in ("learn_rate", "dropout", "grad_clip", "checkpoint_every_minutes", "weight_decay", "vmf_l1"):
         _check(isinstance(t[key], (int, float)) and t[key] >= 0, f"training.{key}", f"must be a number >= 0, got {t[key]!r}")
     _check(t["learn_rate"] > 0, "training.learn_rate", "must be > 0")
     _check(t["dropout"] < 1, "training.dropout", f"must be below 1, got {t['dropout']!r}")
@@ -158,6 +167,10 @@ def validate(config: Config) -> None:
     _check(bool(paths["train"]), "paths.train", "is required (a text file, a .spacy file or a directory of them)")
     _check((paths["init_options"] is None) == (paths["init_weights"] is None), "paths.init_options/init_weights",
            "must be given together (options.json and weights.hdf5 to fine-tune from)")
+    _check(not (paths["init_dir"] and paths["init_options"]), "paths.init_dir",
+           "and paths.init_options/init_weights both name a biLM to start from: give one")
+    _check((t["softmax"] == "vmf") == bool(paths["output_vectors"]), "paths.output_vectors",
+           "is needed by training.softmax = \"vmf\" (the word vectors to predict) and only by it")
     model_options(config)  # the [model] sizes, checked by ElmoOptions
 
 

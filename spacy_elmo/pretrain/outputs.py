@@ -78,13 +78,16 @@ def read_softmax_settings(path: Path) -> Dict[str, Any]:
         raise PretrainDataError(f"{path}: not a softmax file written by pretrain ({err})") from None
 
 
-def import_softmax(head: torch.nn.Module, path: Path) -> None:
+def read_softmax_arrays(path: Path) -> Dict[str, numpy.ndarray]:
     try:
         with h5py.File(path, "r") as f:
-            arrays = {name: numpy.asarray(f[name]) for name in f.keys()}
+            return {name: numpy.asarray(f[name]) for name in f.keys()}
     except OSError as err:
         raise PretrainDataError(f"{path}: not a readable HDF5 softmax file ({err})") from None
-    load_head_arrays(head, arrays, str(path))
+
+
+def import_softmax(head: torch.nn.Module, path: Path) -> None:
+    load_head_arrays(head, read_softmax_arrays(path), str(path))
 
 
 def append_metrics(path: Path, records: List[Dict[str, Any]]) -> None:

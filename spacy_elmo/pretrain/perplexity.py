@@ -5,9 +5,9 @@ from typing import Dict, Union
 from ..bilm import ElmoBiLM
 from ..bilm.language_model import BidirectionalLM
 from ..bilm.lm_head import build_lm_head
-from .outputs import SOFTMAX_NAME, VOCAB_NAME, import_softmax, read_softmax_settings
+from .outputs import SOFTMAX_NAME, VOCAB_NAME, import_softmax, read_softmax_arrays, read_softmax_settings
 from .corpus import Corpus, PretrainDataError
-from .train import TrainingData, dev_nll, perplexities
+from .train import TrainingData, dev_nll, held_out_losses, perplexities
 from .vocab import Vocabulary
 
 
@@ -23,6 +23,8 @@ def load_language_model(bilm_dir: Union[str, Path], device: str = "cpu") -> "tup
             "(published bilm-tf weight files do not include one)"
         )
     settings = read_softmax_settings(softmax_file)
+    if settings["kind"] == "vmf":
+        settings["target_vectors"] = read_softmax_arrays(softmax_file)["targets"]
     head = build_lm_head(settings.pop("kind"), bilm.options.projection_dim, len(vocab), **settings)
     import_softmax(head, softmax_file)
     return BidirectionalLM(bilm, head.to(bilm.device)).eval(), vocab
@@ -30,12 +32,15 @@ def load_language_model(bilm_dir: Union[str, Path], device: str = "cpu") -> "tup
 
 def perplexity(bilm_dir: Union[str, Path], text: Union[str, Path], text_format: str = "auto",
                lang: str = "en", max_sentence_length: int = 100, device: str = "cpu") -> Dict[str, float]:
-    """Forward, backward and mean (exp of the mean loss) perplexity of ``text``."""
+    """Forward, backward and mean (exp of the mean loss) perplexity of ``text``; for a
+    continuous-output (vmf) biLM, which has no word probabilities, its mean losses instead."""
     lm, vocab = load_language_model(bilm_dir, device)
     corpus = Corpus(lm.bilm.options.max_characters_per_token)
     sentences = corpus.read(text, text_format=text_format, lang=lang, max_sentence_length=max_sentence_length,
                             role="scored")
     data = TrainingData(corpus, [], sentences, vocab, vocab.ids(corpus.types))
-    result = perplexities(*dev_nll(lm, data))
+    figures = dev_nll(lm, data)
+    result = held_out_losses(*figures) if lm.head.kind == "vmf" else perplexities(*figures)
+    result["unknown_rate"] = data.unknown_rate(sentences)
     result["sentences"] = len(sentences)
     return result

@@ -11,6 +11,7 @@ position), provided the config differs only in settings a resume may change
 """
 import math
 import os
+import sys
 import time
 import warnings
 from contextlib import nullcontext
@@ -25,7 +26,8 @@ from tqdm import tqdm
 
 from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.language_model import BidirectionalLM
-from ..bilm.lm_head import build_lm_head
+from ..bilm.model import OPTIONS_NAME
+from ..bilm.lm_head import NORMALISED_KINDS, build_lm_head
 from .batches import epoch_batches, make_batch
 from .outputs import (
     CHECKPOINT_NAME, CONFIG_NAME, CURVE_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME,
@@ -34,10 +36,24 @@ from .outputs import (
 )
 from .config import PretrainConfigError, Schedule, config_differences, model_options, model_section
 from .corpus import Corpus, PretrainDataError, inputs_sha256
-from .vocab import Vocabulary
+from .target_vectors import target_vectors
+from .vocab import UNK_ID, Vocabulary
+from .warm_start import WarmStart, extended_vocab, read_init_dir, transfer_head
 
 # Sentences per batch when computing dev perplexity.
 EVAL_BATCH_SENTENCES = 64
+
+
+def say(message: str) -> None:
+    """A line for the person running the job, on stderr (with or without the progress bar)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def remove_stale_temporaries(output_dir: Path) -> None:
+    """Temporary files of writes a kill interrupted (``.NAME.tmpPID``): never complete, never read."""
+    for stale in output_dir.glob(".*.tmp[0-9]*"):
+        stale.unlink()
+        say(f"removed {stale.name}, left by an interrupted write")
 
 
 @dataclass
@@ -105,8 +121,26 @@ class TrainingData:
     def batch(self, sentences: List[numpy.ndarray]):
         return make_batch(sentences, self.corpus.type_chars, self.type_words)
 
+    def unknown_rate(self, sentences: List[numpy.ndarray]) -> float:
+        """The share of the sentences' words outside the vocabulary (scored as <UNK>)."""
+        words = sum(len(s) for s in sentences)
+        unknown = sum(int((self.type_words[s] == UNK_ID).sum()) for s in sentences)
+        return unknown / words if words else 0.0
 
-def read_data(config: Config, output_dir: Path, resuming: bool, max_chars: int) -> TrainingData:
+
+# Above this share of <UNK> words, a perplexity says little about the text: say so.
+UNKNOWN_RATE_WARNING = 0.10
+
+
+def unknown_rate_warning(rate: float, what: str) -> Optional[str]:
+    if rate <= UNKNOWN_RATE_WARNING:
+        return None
+    return (f"{rate:.1%} of the words of {what} are outside the biLM's vocabulary and scored as <UNK>: "
+            "the perplexity mostly measures how well <UNK> is predicted, not the text")
+
+
+def read_data(config: Config, output_dir: Path, resuming: bool, max_chars: int,
+              warm: Optional[WarmStart] = None) -> TrainingData:
     paths, corpus_cfg, vocab_cfg = config["paths"], config["corpus"], config["vocab"]
     corpus = Corpus(max_chars)
     read = dict(text_format=corpus_cfg["text_format"], lang=corpus_cfg["lang"],
@@ -117,21 +151,38 @@ def read_data(config: Config, output_dir: Path, resuming: bool, max_chars: int) 
         vocab = Vocabulary.from_file(output_dir / VOCAB_NAME)
     elif paths["vocab"]:
         vocab = Vocabulary.from_file(paths["vocab"])
+    elif warm is not None and warm.vocab is not None:
+        vocab = extended_vocab(warm.vocab, corpus.types, corpus.type_counts(train), vocab_cfg["min_count"],
+                               max(vocab_cfg["max_size"], len(warm.vocab)))
     else:
         counts = corpus.type_counts(train)
         vocab = Vocabulary.build(corpus.types, counts, vocab_cfg["min_count"], vocab_cfg["max_size"])
     return TrainingData(corpus, train, dev, vocab, vocab.ids(corpus.types))
 
 
-def build_language_model(config: Config, options: ElmoOptions, vocab_size: int) -> BidirectionalLM:
+def build_language_model(config: Config, options: ElmoOptions, vocab: Vocabulary,
+                         warm: Optional[WarmStart] = None) -> BidirectionalLM:
+    """The biLM (fresh, fine-tuned from published files, or warm-started) and its LM head."""
     t = config["training"]
     paths = config["paths"]
-    if paths["init_options"]:
+    if warm is not None:
+        bilm = ElmoBiLM.from_files(warm.options_file, warm.weight_file)
+    elif paths["init_options"]:
         bilm = ElmoBiLM.from_files(paths["init_options"], paths["init_weights"])
     else:
         bilm = ElmoBiLM(options)
-    head = build_lm_head(t["softmax"], options.projection_dim, vocab_size, n_samples=t["n_samples"],
-                         cutoffs=t["adaptive_cutoffs"], div_value=t["adaptive_div_value"])
+    vectors = None
+    if t["softmax"] == "vmf":
+        vectors, coverage = target_vectors(paths["output_vectors"], vocab)
+        say(f"vmf targets: {coverage:.1%} of the {len(vocab)} vocabulary words have a vector in {paths['output_vectors']}")
+    head = build_lm_head(t["softmax"], options.projection_dim, len(vocab), n_samples=t["n_samples"],
+                         cutoffs=t["adaptive_cutoffs"], div_value=t["adaptive_div_value"],
+                         target_vectors=vectors, l1=t["vmf_l1"])
+    if warm is not None:
+        kept = transfer_head(head, warm, vocab)
+        say(f"warm start from {warm.directory}: biLM weights, and the LM head's rows of {kept:,} of "
+              f"{len(vocab):,} words" + ("" if warm.softmax_kind == head.kind else
+                                         f" (none: its head is {warm.softmax_kind or 'absent'}, this run trains {head.kind})"))
     return BidirectionalLM(bilm, head).train()
 
 
@@ -152,7 +203,7 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch, 
     """One update on the mean loss of both directions; returns the summed NLLs and the predictions per direction."""
     with autocast:
         forward_nll, backward_nll, n = model(*batch, dropout=dropout)
-    loss = (forward_nll + backward_nll) / (2 * n)
+    loss = (forward_nll + backward_nll) / (2 * max(n, 1))
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if grad_clip:
@@ -186,6 +237,34 @@ def perplexities(forward: float, backward: float, count: int) -> Dict[str, float
     }
 
 
+def held_out_losses(forward: float, backward: float, count: int) -> Dict[str, float]:
+    """A vmf head's figures: mean losses per prediction (it has no word probabilities, so no perplexity)."""
+    return {
+        "forward_loss": forward / count, "backward_loss": backward / count,
+        "mean_loss": (forward + backward) / (2 * count), "predictions_per_direction": count,
+    }
+
+
+def dev_record(kind: str, step: int, figures: Tuple[float, float, int]) -> Dict[str, float]:
+    """The metrics.jsonl record of one dev evaluation."""
+    if kind not in NORMALISED_KINDS:
+        losses = held_out_losses(*figures)
+        return {"step": step, "dev_loss": losses["mean_loss"], "dev_forward_loss": losses["forward_loss"],
+                "dev_backward_loss": losses["backward_loss"]}
+    ppl = perplexities(*figures)
+    return {"step": step, "dev_perplexity": ppl["mean"], "dev_forward_perplexity": ppl["forward"],
+            "dev_backward_perplexity": ppl["backward"]}
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """``auto``: bf16 where the device has it natively, else fp32."""
+    if precision != "auto":
+        return precision
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if device.type == "cpu" and native_cpu_bf16() else "fp32"
+
+
 def _rng_state(device: torch.device) -> Dict[str, Any]:
     state = {"cpu": torch.get_rng_state()}
     if device.type == "cuda":
@@ -206,9 +285,11 @@ def log_window(start: float) -> Dict[str, float]:
 
 def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
     """The config to run and whether this resumes a checkpoint in ``output_dir``."""
-    if config["paths"]["init_options"]:
-        # Fine-tuning: the architecture is the published file's.
-        config["model"].update(model_section(ElmoOptions.from_file(config["paths"]["init_options"])))
+    init_options = config["paths"]["init_options"] or (
+        Path(config["paths"]["init_dir"]) / OPTIONS_NAME if config["paths"]["init_dir"] else None)
+    if init_options:
+        # Fine-tuning or a warm start: the architecture is the starting biLM's.
+        config["model"].update(model_section(ElmoOptions.from_file(init_options)))
     if not (output_dir / CHECKPOINT_NAME).is_file():
         return config, False
     saved_path = output_dir / CONFIG_NAME
@@ -236,12 +317,13 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
     output_dir = Path(output_dir)
     config, resuming = resolve_config(config, output_dir)
     options = model_options(config)
-    data = read_data(config, output_dir, resuming, options.max_characters_per_token)
+    warm = read_init_dir(config["paths"]["init_dir"]) if config["paths"]["init_dir"] and not resuming else None
+    data = read_data(config, output_dir, resuming, options.max_characters_per_token, warm)
     train_sha256 = inputs_sha256(config["paths"]["train"])
 
     seed = config["system"]["seed"]
     torch.manual_seed(seed)  # the same initial weights in every process
-    lm = build_language_model(config, options, len(data.vocab)).to(torch_device)
+    lm = build_language_model(config, options, data.vocab, warm).to(torch_device)
     optimizer = make_optimizer(config, lm)
     schedule = Schedule(t["learn_rate"], t["warmup_steps"])
     # Dropout and negative samples differ between processes.
@@ -266,8 +348,12 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
         step, epoch, position, elapsed = state["step"], state["epoch"], state["position"], state["elapsed"]
         tokens_seen = state["tokens_seen"]
         if dist_info.is_main:
+            remove_stale_temporaries(output_dir)
             truncate_metrics(output_dir / METRICS_NAME, step)
             config.to_disk(output_dir / CONFIG_NAME)  # differs at most in resumable settings
+            say(f"{output_dir}: already trained to step {step} = training.max_steps; nothing to do "
+                "(give a larger --training.max_steps to train on)" if step >= t["max_steps"] else
+                f"{output_dir}: resuming from step {step} (of {t['max_steps']}), {tokens_seen:,} tokens seen")
     elif dist_info.is_main:
         output_dir.mkdir(parents=True, exist_ok=True)
         for name in (METRICS_NAME, CURVE_NAME):
@@ -297,8 +383,11 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
         return batches, per_process
 
     batches, per_process = batches_of_epoch(epoch)
-    autocast = (torch.autocast(torch_device.type, dtype=torch.bfloat16) if t["precision"] == "bf16" else nullcontext())
-    if t["precision"] == "bf16" and torch_device.type == "cpu" and not native_cpu_bf16():
+    precision = resolve_precision(t["precision"], torch_device)
+    autocast = (torch.autocast(torch_device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext())
+    if t["precision"] == "auto" and dist_info.is_main:
+        say(f"training.precision = auto: {precision} on {torch_device}")
+    if precision == "bf16" and torch_device.type == "cpu" and not native_cpu_bf16():
         warnings.warn("training.precision = bf16 on a CPU without native bf16 (AVX512-BF16/AMX): torch emulates "
                       "it and training is many times slower than fp32; use fp32 here", stacklevel=2)
     extra_options = {"bidirectional": True, "n_tokens_vocab": len(data.vocab), "dropout": t["dropout"],
@@ -322,12 +411,9 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
     def evaluate(step: int) -> Optional[Dict[str, float]]:
         if not (dist_info.is_main and data.dev):
             return None
-        ppl = perplexities(*dev_nll(lm, data))
-        append_metrics(output_dir / METRICS_NAME, [{
-            "step": step, "dev_perplexity": ppl["mean"], "dev_forward_perplexity": ppl["forward"],
-            "dev_backward_perplexity": ppl["backward"],
-        }])
-        return ppl
+        figures = dev_nll(lm, data)
+        append_metrics(output_dir / METRICS_NAME, [dev_record(lm.head.kind, step, figures)])
+        return (perplexities if lm.head.kind in NORMALISED_KINDS else held_out_losses)(*figures)
 
     started = time.perf_counter()
     last_checkpoint = started
@@ -337,6 +423,13 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
     last_dev: Optional[Dict[str, float]] = None
     lm.train()
     start_step = step
+    if dist_info.is_main and data.dev and lm.head.kind in NORMALISED_KINDS:
+        warning = unknown_rate_warning(data.unknown_rate(data.dev), f"the dev text {config['paths']['dev']}")
+        if warning:
+            say(f"warning: {warning}")
+    if warm is not None and step == 0:
+        # Where the warm start begins: with the same vocabulary, the exported biLM's own dev figure.
+        last_dev = evaluate(0)
     while step < t["max_steps"]:
         if position >= per_process:
             epoch, position = epoch + 1, 0
@@ -360,18 +453,19 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
                                                           window["predictions"], window["tokens"])
             now = time.perf_counter()
             tokens_seen += int(tokens)
+            predictions = max(predictions, 1)
             mean_loss = (fwd + bwd) / (2 * predictions)
             record = {
                 "step": step, "epoch": epoch, "loss": mean_loss, "forward_loss": fwd / predictions,
-                "backward_loss": bwd / predictions, "perplexity": math.exp(mean_loss),
+                "backward_loss": bwd / predictions,
+                "perplexity": math.exp(mean_loss) if lm.head.kind in NORMALISED_KINDS else None,
                 "tokens_per_sec": tokens / max(now - window["start"], 1e-9), "tokens": tokens_seen,
                 "learn_rate": learn_rate,
                 "elapsed": elapsed + (now - started),
             }
             if dist_info.is_main:
                 append_metrics(output_dir / METRICS_NAME, [record])
-                bar.set_postfix(loss=f"{mean_loss:.3f}", ppl=f"{record['perplexity']:.1f}",
-                                tok_s=f"{record['tokens_per_sec']:.0f}")
+                bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{record['tokens_per_sec']:.0f}")
             window = log_window(now)
         if step % t["eval_every_steps"] == 0 and step < t["max_steps"]:
             last_dev = evaluate(step) or last_dev

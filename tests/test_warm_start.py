@@ -1,0 +1,254 @@
+"""Warm starts, continuous outputs (vmf), precision = "auto", and a killed run's loss of work."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy
+import pytest
+import torch
+
+from spacy_elmo.bilm import ElmoBiLM
+from spacy_elmo.bilm.lm_head import VmfHead, log_bessel_iv
+from spacy_elmo.pretrain import PretrainConfigError, PretrainDataError, Vocabulary, load_config, pretrain
+from spacy_elmo.pretrain.outputs import load_checkpoint, read_metrics
+from spacy_elmo.pretrain.perplexity import perplexity
+from spacy_elmo.pretrain.train import native_cpu_bf16, resolve_precision
+from spacy_elmo.pretrain.warm_start import extended_vocab
+
+from .test_pretrain import SENTENCES, TINY, run, text_files  # noqa: F401 (text_files: a fixture)
+
+MORE = ["the old man sold fresh fish at the market .", "a new bridge opened over the wide river ."]
+
+
+def dev_records(output_dir):
+    return [r for r in read_metrics(Path(output_dir) / "metrics.jsonl") if "dev_perplexity" in r or "dev_loss" in r]
+
+
+@pytest.mark.parametrize("softmax", ["full", "adaptive"])
+def test_warm_start_with_the_same_vocabulary_begins_at_the_exports_perplexity(tmp_path, text_files, softmax):
+    train, dev = text_files
+    first = run(tmp_path / "first", train, dev, **{"training.softmax": softmax})
+    run(tmp_path / "warm", train, dev, **{"training.softmax": softmax, "training.max_steps": 5,
+                                            "paths.init_dir": str(tmp_path / "first")})
+    start = dev_records(tmp_path / "warm")[0]
+    assert start["step"] == 0
+    assert start["dev_perplexity"] == pytest.approx(first["dev_perplexity"]["mean"], rel=1e-5)
+    # Far below a fresh head's start (about the 37 words of the vocabulary).
+    assert start["dev_perplexity"] < 6.0
+    assert (tmp_path / "warm" / "vocab.txt").read_text() == (tmp_path / "first" / "vocab.txt").read_text()
+
+
+@pytest.mark.parametrize("softmax", ["full", "adaptive"])
+def test_a_larger_vocabulary_keeps_the_shared_words_rows(tmp_path, text_files, softmax):
+    train, dev = text_files
+    run(tmp_path / "first", train, dev, **{"training.softmax": softmax, "training.max_steps": 10})
+    grown = tmp_path / "grown.txt"
+    grown.write_text("\n".join(SENTENCES * 12 + MORE * 30) + "\n", encoding="utf8")
+    old_vocab = Vocabulary.from_file(tmp_path / "first" / "vocab.txt")
+    old = load_checkpoint(tmp_path / "first" / "checkpoint.pt")["model"]
+    # One step at a learning rate of ~0 shows the starting state without a separate code path.
+    run(tmp_path / "warm", grown, dev, **{"training.softmax": softmax, "training.max_steps": 1,
+                                            "training.learn_rate": 1e-30, "paths.init_dir": str(tmp_path / "first")})
+    new_vocab = Vocabulary.from_file(tmp_path / "warm" / "vocab.txt")
+    assert new_vocab.words[: len(old_vocab)] == old_vocab.words
+    assert set(new_vocab.words) - set(old_vocab.words) >= {"market", "river"}
+    new = load_checkpoint(tmp_path / "warm" / "checkpoint.pt")["model"]
+    for name, tensor in old.items():
+        if name.startswith("bilm."):
+            assert torch.allclose(new[name], tensor, atol=1e-12), name
+    n = len(old_vocab)
+    if softmax == "full":
+        assert torch.allclose(new["head.weight"][:n], old["head.weight"], atol=1e-12)
+        assert not torch.allclose(new["head.weight"][n:], torch.zeros_like(new["head.weight"][n:]))
+    else:
+        # Cutoff 20: words 0-19 in the head, every later one (old and new) in the one tail cluster.
+        assert torch.allclose(new["head.softmax.head.weight"], old["head.softmax.head.weight"], atol=1e-12)
+        old_tail, new_tail = old["head.softmax.tail.0.1.weight"], new["head.softmax.tail.0.1.weight"]
+        assert new_tail.shape[0] == len(new_vocab) - 20 > old_tail.shape[0]
+        assert torch.allclose(new_tail[: old_tail.shape[0]], old_tail, atol=1e-12)
+
+
+def test_extended_vocabulary_appends_frequent_new_words_only():
+    old = Vocabulary(["<S>", "</S>", "<UNK>", "the", "cat"])
+    counts = numpy.array([5, 9, 1, 4, 2])
+    grown = extended_vocab(old, ["cat", "dog", "rare", "the", "fish"], counts, min_count=2, max_size=7)
+    assert grown.words == ["<S>", "</S>", "<UNK>", "the", "cat", "dog", "fish"]
+
+
+def test_warm_start_from_a_bilm_alone_trains_a_fresh_head(tmp_path, text_files):
+    train, dev = text_files
+    run(tmp_path / "first", train, dev, **{"training.max_steps": 10})
+    bilm_only = tmp_path / "bilm_only"
+    bilm_only.mkdir()
+    for name in ("options.json", "weights.hdf5"):
+        (bilm_only / name).write_bytes((tmp_path / "first" / name).read_bytes())
+    run(tmp_path / "warm", train, dev, **{"training.max_steps": 1, "training.learn_rate": 1e-30,
+                                            "paths.init_dir": str(bilm_only)})
+    reference = ElmoBiLM.from_dir(tmp_path / "first")
+    state = load_checkpoint(tmp_path / "warm" / "checkpoint.pt")["model"]
+    for name, tensor in reference.state_dict().items():
+        assert torch.allclose(state[f"bilm.{name}"], tensor, atol=1e-12), name
+    # A fresh head: the start is near chance over the 37 words.
+    assert dev_records(tmp_path / "warm")[0]["dev_perplexity"] > 10
+
+
+def test_warm_start_from_a_broken_directory_names_the_file(tmp_path, text_files):
+    train, dev = text_files
+    run(tmp_path / "first", train, dev, **{"training.max_steps": 5})
+    first = tmp_path / "first"
+    (first / "vocab.txt").rename(tmp_path / "vocab.txt")
+    with pytest.raises(PretrainDataError, match=r"softmax\.hdf5 is there but .*vocab\.txt is missing"):
+        run(tmp_path / "a", train, dev, **{"paths.init_dir": str(first)})
+    short = Vocabulary.from_file(tmp_path / "vocab.txt").words[:-2]
+    (first / "vocab.txt").write_text("".join(w + "\n" for w in short), encoding="utf8")
+    with pytest.raises(PretrainDataError, match=r"scores 37 words but .*vocab\.txt lists 35"):
+        run(tmp_path / "b", train, dev, **{"paths.init_dir": str(first)})
+    (first / "weights.hdf5").unlink()
+    with pytest.raises(PretrainDataError, match=r"weights\.hdf5 not found"):
+        run(tmp_path / "c", train, dev, **{"paths.init_dir": str(first)})
+    with pytest.raises(PretrainConfigError, match="give one"):
+        load_config(TINY, {"paths.train": str(train), "paths.init_dir": str(first),
+                           "paths.init_options": "o.json", "paths.init_weights": "w.hdf5"})
+
+
+# -- continuous outputs ----------------------------------------------------
+def test_log_bessel_matches_mpmath():
+    mpmath = pytest.importorskip("mpmath")
+    for order, tolerance in ((3.0, 3e-3), (49.0, 1e-4), (149.0, 1e-5)):
+        for kappa in (0.5, 20.0, 149.0, 900.0):
+            exact = float(mpmath.log(mpmath.besseli(order, kappa)))
+            approx = float(log_bessel_iv(order, torch.tensor(kappa, dtype=torch.float64)))
+            assert approx == pytest.approx(exact, abs=tolerance), (order, kappa)
+
+
+def test_vmf_loss_is_lowest_for_the_target_direction():
+    targets = torch.eye(6)
+    head = VmfHead(3, 6, targets, l1=0.0)
+    with torch.no_grad():
+        head.project.weight.zero_()
+        head.project.bias.copy_(5 * targets[2])
+    losses = head(torch.zeros(6, 3), torch.arange(6))
+    assert int(losses.argmin()) == 2
+    # A word without a vector (zero row) adds nothing.
+    head_with_gap = VmfHead(3, 2, torch.tensor([[0.0] * 6, [1.0] + [0.0] * 5]))
+    assert head_with_gap(torch.ones(2, 3), torch.tensor([0, 1]))[0] == 0
+
+
+def spacy_vectors_dir(path: Path, words, width: int = 8) -> Path:
+    from spacy.vocab import Vocab
+
+    vocab = Vocab()
+    rng = numpy.random.default_rng(0)
+    for word in words:
+        vocab.set_vector(word, rng.normal(size=width).astype("float32"))
+    vocab.to_disk(path)
+    return path
+
+
+def test_vmf_pretraining_learns_and_reports_a_loss_not_a_perplexity(tmp_path, text_files):
+    train, dev = text_files
+    words = sorted({w for s in SENTENCES for w in s.split()} - {"Zürich"})
+    vectors = spacy_vectors_dir(tmp_path / "vectors", words)
+    summary = run(tmp_path / "vmf", train, dev, **{"training.softmax": "vmf", "paths.output_vectors": str(vectors),
+                                                   "training.max_steps": 40})
+    records = dev_records(tmp_path / "vmf")
+    assert records and all("dev_loss" in r and "dev_perplexity" not in r for r in records)
+    curve = [r["loss"] for r in read_metrics(tmp_path / "vmf" / "metrics.jsonl") if "loss" in r]
+    assert curve[-1] < curve[0] - 1.0, curve
+    result = perplexity(tmp_path / "vmf", dev)
+    assert "mean" not in result
+    assert result["mean_loss"] == pytest.approx(summary["dev_perplexity"]["mean_loss"], rel=1e-5)
+    # Every dev word has a vector but "Zürich" and the boundary: 3 sentences, 21 words, one of them Zürich-free.
+    assert result["predictions_per_direction"] == sum(len(s.split()) for s in SENTENCES[:3])
+    cli = subprocess.run([sys.executable, "-m", "spacy_elmo", "perplexity", str(tmp_path / "vmf"), str(dev)],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    assert "no perplexity" in cli.stdout and "mean loss" in cli.stdout
+    with pytest.raises(PretrainConfigError, match="output_vectors"):
+        load_config(TINY, {"paths.train": str(train), "training.softmax": "vmf"})
+
+
+def test_vmf_warm_start_from_a_softmax_biLM_keeps_the_biLM(tmp_path, text_files):
+    train, dev = text_files
+    run(tmp_path / "first", train, dev, **{"training.softmax": "adaptive", "training.max_steps": 10})
+    vectors = spacy_vectors_dir(tmp_path / "vectors", ["the", "cat", "dog"])
+    run(tmp_path / "vmf", train, dev, **{"training.softmax": "vmf", "paths.output_vectors": str(vectors),
+                                         "paths.init_dir": str(tmp_path / "first"), "training.max_steps": 1,
+                                         "training.learn_rate": 1e-30})
+    state = load_checkpoint(tmp_path / "vmf" / "checkpoint.pt")["model"]
+    for name, tensor in ElmoBiLM.from_dir(tmp_path / "first").state_dict().items():
+        assert torch.allclose(state[f"bilm.{name}"], tensor, atol=1e-12), name
+
+
+# -- precision ---------------------------------------------------------------
+def test_auto_precision_is_bf16_only_where_native(tmp_path, text_files, capsys):
+    assert resolve_precision("fp32", torch.device("cpu")) == "fp32"
+    expected = "bf16" if native_cpu_bf16() else "fp32"
+    assert resolve_precision("auto", torch.device("cpu")) == expected
+    train, dev = text_files
+    run(tmp_path / "auto", train, dev, **{"training.precision": "auto", "training.max_steps": 2})
+    assert f"training.precision = auto: {expected} on cpu" in capsys.readouterr().err
+
+
+# -- a killed run ------------------------------------------------------------
+def test_killed_run_resumes_losing_at_most_one_checkpoint_interval(tmp_path, text_files):
+    train, dev = text_files
+    out = tmp_path / "out"
+    interval = 4
+
+    def command(max_steps):
+        return [sys.executable, "-m", "spacy_elmo", "pretrain", str(TINY), str(out), "--no-progress",
+                "--paths.train", str(train), "--training.max_steps", str(max_steps), "--training.log_every_steps", "1",
+                "--training.checkpoint_every_steps", str(interval), "--training.eval_every_steps", "100000"]
+
+    process = subprocess.Popen(command(100000), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # Kill it one step past its third checkpoint (or later: the point is where it was).
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and process.poll() is None:
+            logged = [r["step"] for r in read_metrics(out / "metrics.jsonl") if "loss" in r]
+            if logged and logged[-1] >= 3 * interval + 1 and (out / "checkpoint.pt").is_file():
+                break
+            time.sleep(0.1)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait()
+    last_logged = max(r["step"] for r in read_metrics(out / "metrics.jsonl") if "loss" in r)
+    saved = load_checkpoint(out / "checkpoint.pt")["step"]
+    assert 0 < last_logged - saved <= interval, (last_logged, saved)
+    resumed = subprocess.run(command(saved + 2), capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming from step {saved}" in resumed.stderr
+    assert load_checkpoint(out / "checkpoint.pt")["step"] == saved + 2
+    again = subprocess.run(command(saved + 2), capture_output=True, text=True)
+    assert again.returncode == 0 and f"already trained to step {saved + 2}" in again.stderr
+
+
+# -- unknown words -------------------------------------------------------------
+def test_perplexity_of_text_outside_the_vocabulary_says_so(tmp_path, text_files):
+    train, dev = text_files
+    run(tmp_path / "out", train, dev, **{"training.max_steps": 5})
+    foreign = tmp_path / "foreign.txt"
+    foreign.write_text("zyx wvu tsr qpo .\nnml kji hgf .\n", encoding="utf8")
+    assert perplexity(tmp_path / "out", dev)["unknown_rate"] == 0.0
+    result = perplexity(tmp_path / "out", foreign)
+    assert result["unknown_rate"] == pytest.approx(7 / 9)  # all but the two "."
+    cli = subprocess.run([sys.executable, "-m", "spacy_elmo", "perplexity", str(tmp_path / "out"), str(foreign)],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    assert "unknown words       77.78%" in cli.stdout
+    assert "warning: 77.8% of the words of" in cli.stderr and "<UNK>" in cli.stderr
+    quiet = subprocess.run([sys.executable, "-m", "spacy_elmo", "perplexity", str(tmp_path / "out"), str(dev)],
+                           capture_output=True, text=True)
+    assert "warning" not in quiet.stderr
+
+
+def test_pretraining_warns_about_a_dev_text_outside_the_vocabulary(tmp_path, text_files, capsys):
+    train, _ = text_files
+    foreign = tmp_path / "foreign.txt"
+    foreign.write_text("zyx wvu tsr qpo .\n", encoding="utf8")
+    run(tmp_path / "out", train, foreign, **{"training.max_steps": 2})
+    assert "warning: 80.0% of the words of the dev text" in capsys.readouterr().err
