@@ -1,0 +1,38 @@
+"""Every error spacy-elmo raises for bad files, options and inputs.
+
+Each subclasses ``ValueError`` (through ``ElmoError``; the not-found one also
+``FileNotFoundError``), so callers that already catch those keep working;
+every message names the file and the option or dataset at fault.
+"""
+
+
+class ElmoError(ValueError):
+    """Base class of spacy-elmo's input errors."""
+
+
+class ElmoOptionsError(ElmoError):
+    """An options.json that cannot be read or describes an invalid model."""
+
+
+class ElmoWeightsError(ElmoError):
+    """A weights.hdf5 that cannot be read or does not fit its options."""
+
+
+class ElmoFileNotFoundError(ElmoError, FileNotFoundError):
+    """A file the user named does not exist."""
+
+
+class ElmoNoWeightsError(ElmoError):
+    """The biLM has no weights yet."""
+
+
+class EmbedInputError(ElmoError):
+    """The input text of ``embed`` cannot be read as asked."""
+
+
+class PretrainConfigError(ElmoError):
+    """A pretraining config that cannot be used."""
+
+
+class PretrainDataError(ElmoError):
+    """Pretraining text, vocabulary or output files that cannot be read or hold nothing to train on."""

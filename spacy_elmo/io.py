@@ -1,0 +1,80 @@
+"""File helpers shared by the library: atomic writes, UTF-8 lines, sha256, JSONL."""
+import hashlib
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Type
+
+_BLOCK = 1 << 20
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yields a temporary path to write; on success it replaces ``path``, so a
+    kill at any moment leaves the old file or the new one, never a torn one.
+    The temporary file is created by the writer (a plain open), so the result
+    gets the usual permissions."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data), encoding="utf8")
+
+
+def iter_utf8_lines(path: Path, error: Type[Exception]) -> Iterator[str]:
+    """Lines of a UTF-8 file without their line ends; raises ``error`` naming
+    the first undecodable line and byte."""
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                yield raw.decode("utf8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                raise error(
+                    f"{path}, line {number}: not valid UTF-8 (byte {raw[err.start]:#04x} at byte offset {err.start})"
+                ) from None
+
+
+def update_sha256(digest: "hashlib._Hash", path: Path) -> None:
+    """Feed a file's bytes to ``digest`` block by block (files of any size)."""
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(_BLOCK), b""):
+            digest.update(block)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    update_sha256(digest, path)
+    return digest.hexdigest()
+
+
+def read_jsonl(path: Path) -> List[Dict[str, Any]]:
+    """The records of a JSONL file (none if it is missing), up to the first line a
+    kill cut short: that line and everything after it are dropped, not an error."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return records
+
+
+def append_jsonl(path: Path, records: Iterable[Dict[str, Any]]) -> None:
+    with path.open("a", encoding="utf8") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+        f.flush()
