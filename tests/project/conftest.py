@@ -1,9 +1,18 @@
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from spacy_elmo.project import conll, sentiment
+REPO = Path(__file__).parent.parent.parent
+# The project's scripts import each other as plain modules (`python scripts/x.py`
+# puts scripts/ first on sys.path); the tests import them the same way.
+SCRIPTS = REPO / "scripts"
+if str(SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS))
+
+import conll  # noqa: E402
+import sentiment  # noqa: E402
 
 # Tiny hand-written inputs in the formats of the real data (no real data is committed).
 PROJECT_DATA = Path(__file__).parent.parent / "data" / "project"

@@ -5,7 +5,9 @@ import spacy
 from spacy.tokens import DocBin
 from spacy.training import Corpus
 
-from spacy_elmo.project import ProjectDataError, conll
+import conll
+from project_errors import ProjectDataError
+from spacy_elmo.io import file_sha256
 
 from .conftest import CONLL_FILES, run_cli
 
@@ -69,7 +71,7 @@ def test_wrong_counts_fail_for_the_pinned_file_and_warn_for_another(monkeypatch,
     args = [*CONLL_FILES, tmp_path / "out"]
     result = run_cli(conll.main, args)
     assert result.exit_code == 0 and "warning:" in result.output and "'PER': 2" in result.output
-    monkeypatch.setitem(conll.PINNED_SHA256, "train", conll.sha256_of(CONLL_FILES[0]))
+    monkeypatch.setitem(conll.PINNED_SHA256, "train", file_sha256(CONLL_FILES[0]))
     result = run_cli(conll.main, args)
     assert result.exit_code == 1 and "the pinned file" in result.output
 

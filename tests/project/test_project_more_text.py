@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from spacy_elmo.project import ProjectDataError, fetch
-from spacy_elmo.project import pretrain_corpus as pc
-from spacy_elmo.project.sword import read_module
+import fetch
+import pretrain_corpus as pc
+from project_errors import ProjectDataError
+from spacy_elmo.io import file_sha256
+from sword import read_module
 
 from .conftest import run_cli
 
@@ -91,7 +93,7 @@ def test_debian_package_data_files_are_unpacked(tmp_path):
     })
     assert lzma  # the data member is xz-compressed, as Debian's are
     asset = fetch.Asset(
-        "sword_x", fetch.debian_package("sword-comm-x", "1.0-1", fetch.sha256_of(deb)),
+        "sword_x", fetch.debian_package("sword-comm-x", "1.0-1", file_sha256(deb)),
         fetch.Member("./usr/share/sword/modules/comments/zcom/x/*", strip="./usr/share/sword/modules/comments/zcom/x/"),
         2, "test",
     )
@@ -110,10 +112,10 @@ def test_debian_package_that_apt_cannot_get_names_it(tmp_path, monkeypatch):
 def test_a_client_download_into_a_relative_cache_folder_keeps_the_file(tmp_path, monkeypatch):
     # The client runs inside its scratch folder (apt-get download writes to the working
     # directory), so the --dest it is given must not be relative to ours.
-    package = fetch.Package("pypi", "x", "1.0", "x-1.0.whl", "", "0" * 64)
+    package = fetch.Package("pypi", "x", "1.0", "x-1.0.whl", "0" * 64)
 
     def pip_like(package, dest):
-        code = f"import pathlib, sys; pathlib.Path(sys.argv[1], 'x-1.0.whl').write_bytes(b'wheel')"
+        code = "import pathlib, sys; pathlib.Path(sys.argv[1], 'x-1.0.whl').write_bytes(b'wheel')"
         return [sys.executable, "-c", code, str(dest)]
 
     monkeypatch.setattr(fetch, "client_command", pip_like)

@@ -1,7 +1,7 @@
 """plan: the expected duration printed before the full run."""
 from pathlib import Path
 
-from spacy_elmo.project import plan
+import plan
 
 from .conftest import run_cli
 
@@ -9,11 +9,23 @@ CONFIGS = Path(__file__).parent.parent.parent / "configs"
 
 
 def test_plan_counts_pretraining_from_the_config_and_tasks_per_seed(tmp_path):
-    result = run_cli(plan.main, [CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--seeds", "0,1",
-                                 "--tokens-per-sec", "4096"])
+    result = run_cli(plan.main, [
+        CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--seeds", "0,1", "--tokens-per-sec", "4096",
+        "--task-minutes", "ner_elmo=15.1,sentiment_bow=0.9", "--data-minutes", "5", "--machine", "a test box",
+    ])
     assert result.exit_code == 0, result.output
     text = (tmp_path / "plan.md").read_text()
+    assert text.startswith("# Expected duration of `spacy project run all` on a test box\n")
     assert "| pretrain (4000 steps x 4096 tokens at 4096 tokens/s) | 67 |" in text  # 4000 s
-    assert "| ner_elmo, 2 seed(s) | 30 |" in text
-    total = 5 + 4000 / 60 + 2 * sum(minutes for minutes, _ in plan.TASK_MINUTES.values())
-    assert f"**{total:.0f}**" in text and text in result.output
+    assert "| ner_elmo, 2 seed(s) | 30 | measured: 15.1 min/seed |" in text  # whole minutes per seed
+    assert "| sentiment_bow, 2 seed(s) | 2 | measured: 0.9 min/seed |" in text
+    # 5 + 66.7 + 30 + 2
+    assert "| **total** | **104** (about 1.7 hours) | |" in text and text in result.output
+
+
+def test_a_malformed_minutes_list_names_the_option(tmp_path):
+    result = run_cli(plan.main, [
+        CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--tokens-per-sec", "4096",
+        "--task-minutes", "ner_elmo=15.1,sentiment_bow", "--data-minutes", "5", "--machine", "x",
+    ])
+    assert result.exit_code == 2 and "--task-minutes" in result.output and "'sentiment_bow'" in result.output

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from spacy_elmo.project import pretrain_corpus as pc
+import pretrain_corpus as pc
 
 from .conftest import PROJECT_DATA, run_cli
 

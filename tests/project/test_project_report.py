@@ -1,5 +1,8 @@
-"""report: the investigations section, from records shaped like experiment's."""
-from spacy_elmo.project.report import investigation_lines
+"""report: the investigations section, from records shaped like experiment's; the JSONL readers."""
+import json
+
+from experiment import training_summary
+from report import investigation_lines, pretrain_section
 
 BILM = ["--paths.elmo_options", "training/bilm/options.json", "--paths.elmo_weights", "training/bilm/weights.hdf5"]
 
@@ -28,3 +31,19 @@ def test_investigations_are_compared_with_the_scored_runs_on_the_same_seeds():
 
 def test_no_investigations_no_section():
     assert investigation_lines({}, None, {"sentiment_elmo": [record(0, 0.4, test={})]}) == []
+
+
+def test_the_jsonl_readers_drop_a_last_line_cut_by_a_kill(tmp_path):
+    """spacy train's log (experiment) and pretrain's metrics (report) are appended as
+    training runs: a kill mid-line leaves a cut last line, which the readers drop."""
+    entry = {"epoch": 1, "step": 2, "seconds": 3.0, "words": 40, "score": 0.5, "scores": {"ents_f": 0.5}}
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps(entry) + "\n" + json.dumps({**entry, "step": 4})[:30], encoding="utf8")
+    summary = training_summary(log)
+    assert (summary["steps"], summary["dev_curve"]) == (2, [(2, 0.5)])
+    bilm_dir = tmp_path / "bilm"
+    bilm_dir.mkdir()
+    step = {"step": 20, "loss": 5.0, "elapsed": 120.0, "tokens": 1000}
+    (bilm_dir / "metrics.jsonl").write_text(json.dumps(step) + '\n{"step": 40, "lo', encoding="utf8")
+    lines, records = pretrain_section(bilm_dir)
+    assert records == [step] and "- trained for 20 steps, 2.0 minutes (`pretrain`'s metrics.jsonl)" in lines

@@ -4,7 +4,9 @@ import pytest
 import spacy
 from spacy.tokens import DocBin
 
-from spacy_elmo.project import ProjectDataError, sentiment
+import sentiment
+from project_errors import ProjectDataError
+from spacy_elmo.io import file_sha256
 
 from .conftest import SNIPPETS, run_cli
 
@@ -61,7 +63,7 @@ def test_a_malformed_line_names_its_number(tmp_path):
 
 
 def test_the_pinned_file_must_give_the_published_counts(monkeypatch, tmp_path):
-    monkeypatch.setattr(sentiment, "PINNED_SHA256", sentiment.hashlib.sha256(SNIPPETS.read_bytes()).hexdigest())
+    monkeypatch.setattr(sentiment, "PINNED_SHA256", file_sha256(SNIPPETS))
     result = run_cli(sentiment.main, [SNIPPETS, tmp_path])
     assert result.exit_code == 1
     assert "expected (2052, 3009, 562, 2795, 2187)" in result.output

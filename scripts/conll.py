@@ -1,6 +1,6 @@
 """``conll``: CoNLL-2003 English NER files to spaCy ``.spacy`` corpora.
 
-    python -m spacy_elmo.project.conll TRAIN DEV TEST OUTPUT_DIR [--n-sents 10] [--max-sentences N]
+    python scripts/conll.py TRAIN DEV TEST OUTPUT_DIR [--n-sents 10] [--max-sentences N]
 
 Input: one token per line, whitespace-separated columns with the word first
 and the NER tag last (``EU NNP B-NP B-ORG``), a blank line after each sentence,
@@ -18,7 +18,6 @@ corpus reader aligns on these tokens rather than re-tokenising the text.
 Counts are checked against the published ones: a mismatch fails for the
 pinned files (recognised by sha256) and warns for any other copy.
 """
-import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,10 +30,12 @@ from spacy.tokens import Doc, DocBin
 from spacy.training import biluo_tags_to_spans, iob_to_biluo
 from tqdm import tqdm
 
-from . import ProjectDataError
+from project_errors import ProjectDataError
+from spacy_elmo.io import file_sha256
 
 DOCSTART = "-DOCSTART-"
 SPLITS = ("train", "dev", "test")
+# The entity types, in the order the report lists them.
 LABELS = ("LOC", "MISC", "ORG", "PER")
 
 
@@ -146,10 +147,6 @@ def check_counts(split: str, path: Path, stats: Dict, sha256: str) -> Optional[s
     return problem
 
 
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def main(
     # fmt: off
     train: Path = typer.Argument(..., exists=True, dir_okay=False, help="CoNLL-2003 train file (eng.train)"),
@@ -167,7 +164,7 @@ def main(
     try:
         for split, path in zip(SPLITS, (train, dev, test)):
             doc_bin, stats = convert_split(path, n_sents, max_sentences, vocab)
-            sha256 = sha256_of(path)
+            sha256 = file_sha256(path)
             problem = None if max_sentences else check_counts(split, path, stats, sha256)
             if problem:
                 typer.echo(f"warning: {problem}", err=True)

@@ -1,6 +1,6 @@
 """``investigate``: train a variant to convergence and keep its DEV score only.
 
-    python -m spacy_elmo.project.investigate CONFIG TRAIN DEV NAME \\
+    python scripts/investigate.py CONFIG TRAIN DEV NAME \\
         [--seeds 0] [--gold-preproc] [--metrics-dir metrics/investigate] [SPACY TRAIN OVERRIDES...]
 
 For the questions a missed target raises (another mix, no concatenation,
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from .experiment import parse_seeds, run_seed
+from experiment import parse_seeds, run_seed
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 

@@ -15,7 +15,7 @@ import zlib
 from pathlib import Path
 from typing import Dict, Iterator
 
-from . import ProjectDataError
+from project_errors import ProjectDataError
 
 _NOTE_OR_TITLE = re.compile(r"<(note|title)\b[^>]*>.*?</\1>", re.S)
 _TAG = re.compile(r"<[^>]*>")

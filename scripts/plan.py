@@ -1,0 +1,67 @@
+"""``plan``: what the `all` workflow will run and how long each part takes here.
+
+    python scripts/plan.py PRETRAIN_CONFIG REPORT_FILE --tokens-per-sec N \\
+        --task-minutes RUN=MINUTES,... --data-minutes N --machine TEXT [--seeds 0,1,2]
+
+Printed before the long run starts (and written to REPORT_FILE). The
+pretraining time follows from the config's steps and batch size and the
+measured training speed; the task-training times are measured minutes per
+seed. The measurements themselves are ``project.yml`` vars (``plan_*``: where
+they were measured and how), the one place to change on another machine.
+"""
+from pathlib import Path
+from typing import Dict
+
+import typer
+
+from spacy_elmo.pretrain import load_config
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+
+
+def parse_minutes(text: str) -> Dict[str, float]:
+    """``RUN=MINUTES,...`` as a dict, in the given order."""
+    minutes = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        try:
+            minutes[name.strip()] = float(value)
+        except ValueError:
+            raise typer.BadParameter(f"expected RUN=MINUTES, got {item!r}", param_hint="--task-minutes") from None
+    return minutes
+
+
+@app.command()
+def main(
+    pretrain_config: Path = typer.Argument(..., exists=True, dir_okay=False),
+    report_file: Path = typer.Argument(...),
+    seeds: str = typer.Option("0,1,2", "--seeds"),
+    tokens_per_sec: float = typer.Option(..., "--tokens-per-sec", help="pretraining speed of this config here"),
+    task_minutes: str = typer.Option(..., "--task-minutes", help="RUN=MINUTES,...: measured minutes per seed of each task run"),
+    data_minutes: float = typer.Option(..., "--data-minutes", help="minutes to fetch and prepare the data"),
+    machine: str = typer.Option(..., "--machine", help="where the minutes were measured, for the title"),
+):
+    """Print the expected duration of each part of the full run."""
+    training = load_config(pretrain_config, {"paths.train": "unused"})["training"]
+    n_seeds = len([s for s in seeds.split(",") if s.strip()])
+    pretrain_minutes = training["max_steps"] * training["batch_size"] / tokens_per_sec / 60
+    rows = [("fetch and prepare the data", data_minutes, "measured, rounded up"),
+            (f"pretrain ({training['max_steps']} steps x {training['batch_size']} tokens at "
+             f"{tokens_per_sec:.0f} tokens/s)", pretrain_minutes, "from the measured speed")]
+    # Planned in whole minutes per seed; the basis shows the measurement.
+    rows += [(f"{name}, {n_seeds} seed(s)", round(minutes) * n_seeds, f"measured: {minutes:g} min/seed")
+             for name, minutes in parse_minutes(task_minutes).items()]
+    total = sum(minutes for _, minutes, _ in rows)
+    lines = [f"# Expected duration of `spacy project run all` on {machine}", "",
+             "| step | minutes | basis |", "|---|---|---|"]
+    lines += [f"| {name} | {minutes:.0f} | {basis} |" for name, minutes, basis in rows]
+    lines += [f"| **total** | **{total:.0f}** (about {total / 60:.1f} hours) | |", "",
+              "Every step resumes where it stopped: re-run `spacy project run all` after an interruption."]
+    text = "\n".join(lines) + "\n"
+    report_file.parent.mkdir(parents=True, exist_ok=True)
+    report_file.write_text(text, encoding="utf8")
+    typer.echo(text)
+
+
+if __name__ == "__main__":
+    app()
