@@ -7,12 +7,15 @@ from spacy.util import registry
 from thinc.api import Model, concatenate
 from thinc.types import Floats2d, Floats3d
 
-from .bilm import ElmoError, ElmoOptions
+from .bilm import ElmoOptions
+from .errors import ElmoError
 from .layers.bilm_model import build_bilm_model
 from .layers.listener import build_listener, build_standalone, replace_listener, replace_listener_cfg
 from .layers.scalar_mix import build_scalar_mix
 
-_SIZES = ("char_dim", "filters", "n_highway", "projection_dim", "lstm_dim", "n_layers")
+# ElmoOptions is the one schema: the sizes a config gives (all or none) and the defaults of the rest.
+_SIZES = ElmoOptions.size_names()
+_DEFAULT = {f.name: f.default for f in ElmoOptions.option_fields()}
 
 
 @registry.architectures("spacy-elmo.ElmoBiLM.v1")
@@ -23,11 +26,11 @@ def build_elmo_bilm_v1(
     projection_dim: Optional[int] = None,
     lstm_dim: Optional[int] = None,
     n_layers: Optional[int] = None,
-    cell_clip: float = 3.0,
-    proj_clip: float = 3.0,
-    use_skip_connections: bool = True,
-    activation: str = "relu",
-    max_characters_per_token: int = 50,
+    cell_clip: float = _DEFAULT["cell_clip"],
+    proj_clip: float = _DEFAULT["proj_clip"],
+    use_skip_connections: bool = _DEFAULT["use_skip_connections"],
+    activation: str = _DEFAULT["activation"],
+    max_characters_per_token: int = _DEFAULT["max_characters_per_token"],
     max_segment_length: int = 256,
 ) -> Model[List[Doc], List[Floats3d]]:
     """The ELMo biLM: one ``(L+1, n_tokens, 2P)`` array per doc.
@@ -39,7 +42,8 @@ def build_elmo_bilm_v1(
     (when the doc has sentence boundaries), in windows of at most
     ``max_segment_length`` tokens.
     """
-    given = {name: value for name, value in zip(_SIZES, (char_dim, filters, n_highway, projection_dim, lstm_dim, n_layers))}
+    arguments = locals()
+    given = {name: arguments[name] for name in _SIZES}
     missing = [name for name, value in given.items() if value is None]
     if missing and len(missing) != len(_SIZES):
         raise ElmoError(

@@ -1,6 +1,9 @@
 """``spacy-elmo.TrainingLog.v1``: spaCy's console table, plus a JSONL record of
 every evaluation with the elapsed seconds and words seen (what a fair
-comparison reports: epochs, steps, wall time, best dev score)."""
+comparison reports: epochs, steps, wall time, best dev score).
+
+The table leaves out the loss column of an elmo component whose biLM no
+listener fine-tunes: it is always 0.00, and users took it for a bug."""
 import json
 import sys
 from pathlib import Path
@@ -15,7 +18,7 @@ def training_log_v1(output_file: Optional[str] = None, progress_bar: Optional[st
     console = console_logger_v3(progress_bar=progress_bar, console_output=True, output_file=None)
 
     def setup(nlp: Any, stdout: IO = sys.stdout, stderr: IO = sys.stderr) -> Tuple[Callable, Callable]:
-        log_console, finalize_console = console(nlp, stdout, stderr)
+        log_console, finalize_console = console(_TableView(nlp), stdout, stderr)
         stream = None
         if output_file:
             Path(output_file).parent.mkdir(parents=True, exist_ok=True)
@@ -39,3 +42,12 @@ def training_log_v1(output_file: Optional[str] = None, progress_bar: Optional[st
         return log_step, finalize
 
     return setup
+
+
+class _TableView:
+    """What spaCy's console logger reads of ``nlp`` (its pipeline and config), without
+    the components whose loss is always zero (a frozen elmo)."""
+
+    def __init__(self, nlp: Any) -> None:
+        self.config = nlp.config
+        self.pipeline = [(name, proc) for name, proc in nlp.pipeline if getattr(proc, "trains_bilm", True)]

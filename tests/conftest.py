@@ -52,3 +52,24 @@ def reference_bilm() -> ElmoBiLM:
 @pytest.fixture
 def reference_sentences():
     return [[s.split() for s in group] for group in json.loads((REFERENCE / "sentences.json").read_text())]
+
+
+# The pretraining tests' text: six sentences, repeated so a tiny biLM learns them.
+PRETRAIN_SENTENCES = [
+    "the cat sat on the mat .",
+    "a dog ran to the big red house .",
+    "she reads a long book every night .",
+    "Zürich is a city in Switzerland .",
+    "they walked home after the game .",
+    "the small green tree grew tall .",
+]
+
+
+@pytest.fixture
+def text_files(tmp_path):
+    """A training text (the sentences 12 times) and a dev text (the first 3)."""
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(PRETRAIN_SENTENCES * 12) + "\n", encoding="utf8")
+    dev = tmp_path / "dev.txt"
+    dev.write_text("\n".join(PRETRAIN_SENTENCES[:3]) + "\n", encoding="utf8")
+    return train, dev

@@ -1,4 +1,4 @@
-"""The biLM against a literal NumPy reading of the spec, for many configurations."""
+"""The biLM against a literal NumPy reading of bilm-tf's model (tests/naive_elmo.py), for many configurations."""
 import numpy
 import pytest
 import torch

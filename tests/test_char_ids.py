@@ -1,8 +1,7 @@
-"""Character ids, byte for byte as the spec says (elmo-spec.md section 2)."""
+"""Character ids, byte for byte as bilm-tf makes them (bilm/data.py, UnicodeCharsVocabulary)."""
 import numpy
 
 from spacy_elmo.bilm import batch_char_ids, sentence_char_ids, token_char_ids
-from spacy_elmo.bilm.char_ids import lengths_from_char_ids
 
 
 def test_ascii_token():
@@ -47,5 +46,6 @@ def test_batch_padding_is_zero_and_lengths_count_boundaries():
     assert ids.shape == (3, 5, 50)
     assert lengths.tolist() == [5, 3, 2]
     assert (ids[1, 3:] == 0).all() and (ids[2, 2:] == 0).all()
-    assert lengths_from_char_ids(ids) == [5, 3, 2]
+    # ElmoBiLM.forward's default lengths: a position is real if any of its ids is > 0.
+    assert (ids > 0).any(axis=-1).sum(axis=-1).tolist() == [5, 3, 2]
     assert ids.dtype == numpy.int64

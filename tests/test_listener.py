@@ -187,7 +187,8 @@ def test_listener_gives_zeros_when_elmo_did_not_run(weight_files):
     train(nlp, steps=1)
     ner_listener = nlp.get_pipe("elmo").listener_map["ner"][0]
     docs = [nlp.make_doc(t) for t in TEST_TEXTS]
-    outputs = ner_listener.predict(docs)
+    with pytest.warns(UserWarning, match="found no ELMo layers on 3 of 3 doc"):
+        outputs = ner_listener.predict(docs)
     assert [o.shape for o in outputs] == [(len(d), 16) for d in docs]
     assert all((o == 0).all() for o in outputs)
     with nlp.select_pipes(disable=["elmo"]):
@@ -209,15 +210,16 @@ def test_listeners_work_whatever_is_stored(weight_files, store, dtype):
     assert ("spacy_elmo", "pending") not in doc.user_data  # both listeners took their copy
 
 
-@pytest.mark.parametrize("concat", [False, True])
-def test_replace_listeners(weight_files, tmp_path, concat):
+# With ElmoConcat the listener sits at model.tok2vec.elmo; the block's own path
+# (what spacy-transformers users type) must give a pipeline that saves and loads too.
+@pytest.mark.parametrize("concat,path", [(False, "model.tok2vec"), (True, "model.tok2vec.elmo"), (True, "model.tok2vec")])
+def test_replace_listeners(weight_files, tmp_path, concat, path):
     if concat:
         tok2vec = {"@architectures": "spacy-elmo.ElmoConcat.v1", "elmo": listener(dropout=0.1), "tok2vec": {
             "@architectures": "spacy.HashEmbedCNN.v2", "pretrained_vectors": None, "width": 8, "depth": 1,
             "embed_size": 100, "window_size": 1, "maxout_pieces": 2, "subword_features": True}}
-        path = "model.tok2vec.elmo"
     else:
-        tok2vec, path = listener(dropout=0.1), "model.tok2vec"
+        tok2vec = listener(dropout=0.1)
     nlp = make_nlp(weight_files, ner_listener=tok2vec)
     train(nlp, steps=2)
     before = predictions(nlp)
@@ -226,6 +228,8 @@ def test_replace_listeners(weight_files, tmp_path, concat):
     assert nlp.get_pipe("elmo").listening_components == []
     replaced_cfg = nlp.config["components"]["ner"]["model"]["tok2vec"]
     if concat:
+        assert replaced_cfg["@architectures"] == "spacy-elmo.ElmoConcat.v1"
+        assert replaced_cfg["tok2vec"]["@architectures"] == "spacy.HashEmbedCNN.v2"
         replaced_cfg = replaced_cfg["elmo"]
     assert replaced_cfg["@architectures"] == "spacy-elmo.ElmoStandalone.v1"
     assert replaced_cfg["bilm"]["@architectures"] == "spacy-elmo.ElmoBiLM.v1" and replaced_cfg["dropout"] == 0.1
@@ -247,3 +251,33 @@ def test_listener_width_conflict_is_explained(weight_files):
     nlp = make_nlp(weight_files, ner_listener=listener(width=32))
     with pytest.raises(ElmoError, match="listener was configured for width 32, but the biLM gives 16"):
         nlp.initialize(lambda: examples(nlp))
+
+
+def test_a_listener_without_its_producer_warns_once_naming_the_component(weight_files, tmp_path):
+    import warnings
+
+    nlp = make_nlp(weight_files)
+    train(nlp, steps=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # elmo runs: no warning
+        nlp(TEST_TEXTS[0])
+    with nlp.select_pipes(disable=["elmo"]):
+        with pytest.warns(UserWarning, match=r"ELMo listener of 'ner' found no ELMo layers on 1 of 1 doc.*enable_pipe\('elmo'\)"):
+            nlp(TEST_TEXTS[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once per component, not per call
+            nlp(TEST_TEXTS[1])
+    nlp.to_disk(tmp_path / "pipeline")
+    excluded = spacy.load(tmp_path / "pipeline", exclude=["elmo"])
+    with pytest.warns(UserWarning, match="ELMo listener of 'ner' found no ELMo layers"):
+        excluded(TEST_TEXTS[0])
+
+
+@pytest.mark.parametrize("grad_factor,shown", [(0.0, False), (0.5, True)])
+def test_the_training_table_shows_the_elmo_loss_only_when_the_biLM_trains(weight_files, grad_factor, shown):
+    from spacy_elmo.training_log import _TableView
+
+    nlp = make_nlp(weight_files, ner_listener=listener(grad_factor=grad_factor))
+    train(nlp, steps=1)
+    assert nlp.get_pipe("elmo").trains_bilm is shown
+    assert [name for name, _ in _TableView(nlp).pipeline] == (["elmo", "ner"] if shown else ["ner"])

@@ -5,7 +5,7 @@ import spacy
 from spacy.tokens import Doc
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoError
-from spacy_elmo.layers.bilm_model import ElmoNoWeightsError
+from spacy_elmo.errors import ElmoNoWeightsError
 
 from .conftest import tiny_bilm
 
@@ -231,3 +231,63 @@ def test_bundled_default_is_used_without_config(tmp_path, monkeypatch, reference
     numpy.testing.assert_allclose(doc._.elmo_layers, reference.embed_batch([[t.text for t in doc]])[0], atol=1e-4)
     loaded = loaders.default_weights_v1()()
     assert loaded.options == reference.options
+
+
+def _saved_model_bytes(nlp, path) -> bytes:
+    nlp.to_disk(path)
+    return (path / "elmo" / "model").read_bytes()
+
+
+def test_saved_pipeline_holds_plain_arrays_and_keeps_float16_weights(tmp_path, reference):
+    """No pickle in a saved pipeline; weights from a float16 file stay float16 (half the size)."""
+    half = tmp_path / "half"
+    reference.to_files(half / "options.json", half / "weights.hdf5", dtype="float16")
+    nlp16 = spacy.blank("en")
+    nlp16.add_pipe("elmo", config={"bilm_dir": str(half)})
+    before = nlp16(TEXTS[1])._.elmo_layers  # (also loads the weights)
+    data16 = _saved_model_bytes(nlp16, tmp_path / "p16")
+    data32 = _saved_model_bytes(_float32_nlp(reference, tmp_path), tmp_path / "p32")
+    assert b"PK\x03\x04" not in data16 and b"PK\x03\x04" not in data32  # no torch.save zip (pickle)
+    assert len(data16) < 0.6 * len(data32)
+    loaded = spacy.load(tmp_path / "p16")
+    numpy.testing.assert_array_equal(loaded(TEXTS[1])._.elmo_layers, before)  # float16 -> float32 is exact
+
+
+def _float32_nlp(reference, tmp_path):
+    full = tmp_path / "full"
+    reference.to_files(full / "options.json", full / "weights.hdf5")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"bilm_dir": str(full)})
+    nlp("warm up")  # load the weights
+    return nlp
+
+
+def test_a_damaged_saved_biLM_names_the_component_and_file(tmp_path, weight_files):
+    from spacy_elmo.errors import ElmoWeightsError
+
+    nlp = make_nlp(weight_files)
+    data = _saved_model_bytes(nlp, tmp_path / "pipeline")
+    (tmp_path / "pipeline" / "elmo" / "model").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ElmoWeightsError, match=r"component 'elmo': cannot load .*elmo/model: "):
+        spacy.load(tmp_path / "pipeline")
+
+
+def test_pipelines_saved_with_a_torch_state_still_load(reference):
+    """spacy-elmo 0.1 saved the biLM as a torch.save zip inside the msgpack."""
+    import io
+
+    import srsly
+    import torch
+
+    from spacy_elmo.errors import ElmoWeightsError
+    from spacy_elmo.layers.bilm_model import _deserialize_bilm
+
+    buffer = io.BytesIO()
+    torch.save(reference.state_dict(), buffer)
+    old = srsly.msgpack_dumps({"options": reference.options.to_dict(), "state": buffer.getvalue()})
+    loaded = _deserialize_bilm(None, old, torch.device("cpu"))
+    sentence = ["Old", "pipelines", "load", "."]
+    numpy.testing.assert_array_equal(loaded.embed_batch([sentence])[0], reference.embed_batch([sentence])[0])
+    tampered = srsly.msgpack_dumps({"options": reference.options.to_dict(), "state": buffer.getvalue()[:100]})
+    with pytest.raises(ElmoWeightsError, match="the saved biLM is damaged"):
+        _deserialize_bilm(None, tampered, torch.device("cpu"))

@@ -17,31 +17,18 @@ from spacy_elmo.bilm.lm_head import AdaptiveSoftmax, FullSoftmax, SampledSoftmax
 from spacy_elmo.bilm.lstm import ProjectedLstm
 from spacy_elmo.pretrain import PretrainConfigError, PretrainDataError, Vocabulary, load_config, pretrain
 from spacy_elmo.pretrain.batches import epoch_batches, make_batch
-from spacy_elmo.pretrain.outputs import load_checkpoint, read_metrics, save_checkpoint
+from spacy_elmo.io import read_jsonl
+from spacy_elmo.pretrain.outputs import load_checkpoint, save_checkpoint
 from spacy_elmo.pretrain.corpus import Corpus
 from spacy_elmo.pretrain.perplexity import perplexity
+
+from .conftest import PRETRAIN_SENTENCES
 
 from .conftest import REFERENCE, tiny_bilm
 
 ROOT = Path(__file__).parent.parent
 TINY = ROOT / "configs" / "pretrain_tiny.cfg"
-SENTENCES = [
-    "the cat sat on the mat .",
-    "a dog ran to the big red house .",
-    "she reads a long book every night .",
-    "Zürich is a city in Switzerland .",
-    "they walked home after the game .",
-    "the small green tree grew tall .",
-]
-
-
-@pytest.fixture
-def text_files(tmp_path):
-    train = tmp_path / "train.txt"
-    train.write_text("\n".join(SENTENCES * 12) + "\n", encoding="utf8")
-    dev = tmp_path / "dev.txt"
-    dev.write_text("\n".join(SENTENCES[:3]) + "\n", encoding="utf8")
-    return train, dev
+SENTENCES = PRETRAIN_SENTENCES
 
 
 def run(output_dir, train, dev=None, **overrides):
@@ -51,7 +38,7 @@ def run(output_dir, train, dev=None, **overrides):
 
 
 def losses(output_dir):
-    return [r["loss"] for r in read_metrics(Path(output_dir) / "metrics.jsonl") if "loss" in r]
+    return [r["loss"] for r in read_jsonl(Path(output_dir) / "metrics.jsonl") if "loss" in r]
 
 
 # -- the objective and the softmaxes ---------------------------------------
@@ -228,12 +215,12 @@ def test_interrupted_and_resumed_run_ends_where_an_uninterrupted_one_does(tmp_pa
     for name, tensor in a["model"].items():
         assert torch.allclose(tensor, b["model"][name], atol=1e-6), name
     # The metrics continue the step count without duplicates.
-    steps = [r["step"] for r in read_metrics(tmp_path / "resumed" / "metrics.jsonl") if "loss" in r]
+    steps = [r["step"] for r in read_jsonl(tmp_path / "resumed" / "metrics.jsonl") if "loss" in r]
     # (the first run logged its last step, 6; the resumed one logs 7-10 as step 10)
     assert steps == [5, 6, 10, 14]
     straight, resumed = losses(tmp_path / "straight"), losses(tmp_path / "resumed")
     assert (resumed[0], resumed[-1]) == pytest.approx((straight[0], straight[-1]), rel=1e-5)
-    tokens = [[r["tokens"] for r in read_metrics(tmp_path / name / "metrics.jsonl") if "loss" in r]
+    tokens = [[r["tokens"] for r in read_jsonl(tmp_path / name / "metrics.jsonl") if "loss" in r]
               for name in ("straight", "resumed")]
     assert tokens[0][-1] == tokens[1][-1] > tokens[0][0] > 0
 
@@ -280,7 +267,7 @@ def test_outputs_load_as_bilm_component_and_perplexity(tmp_path, text_files):
                  "training_curve.png"):
         assert (out / name).is_file(), name
     assert (out / "training_curve.png").read_bytes()[:4] == b"\x89PNG"
-    records = read_metrics(out / "metrics.jsonl")
+    records = read_jsonl(out / "metrics.jsonl")
     assert {"step", "loss", "tokens_per_sec"} <= set(records[0])
     assert any("dev_perplexity" in r for r in records)
     # The exported files are the trained model.

@@ -12,19 +12,20 @@ import torch
 
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.bilm.lm_head import VmfHead, log_bessel_iv
-from spacy_elmo.pretrain import PretrainConfigError, PretrainDataError, Vocabulary, load_config, pretrain
-from spacy_elmo.pretrain.outputs import load_checkpoint, read_metrics
+from spacy_elmo.pretrain import PretrainConfigError, PretrainDataError, Vocabulary, load_config
+from spacy_elmo.io import read_jsonl
+from spacy_elmo.pretrain.outputs import load_checkpoint
 from spacy_elmo.pretrain.perplexity import perplexity
 from spacy_elmo.pretrain.train import native_cpu_bf16, resolve_precision
 from spacy_elmo.pretrain.warm_start import extended_vocab
 
-from .test_pretrain import SENTENCES, TINY, run, text_files  # noqa: F401 (text_files: a fixture)
+from .test_pretrain import SENTENCES, TINY, run
 
 MORE = ["the old man sold fresh fish at the market .", "a new bridge opened over the wide river ."]
 
 
 def dev_records(output_dir):
-    return [r for r in read_metrics(Path(output_dir) / "metrics.jsonl") if "dev_perplexity" in r or "dev_loss" in r]
+    return [r for r in read_jsonl(Path(output_dir) / "metrics.jsonl") if "dev_perplexity" in r or "dev_loss" in r]
 
 
 @pytest.mark.parametrize("softmax", ["full", "adaptive"])
@@ -156,7 +157,7 @@ def test_vmf_pretraining_learns_and_reports_a_loss_not_a_perplexity(tmp_path, te
                                                    "training.max_steps": 40})
     records = dev_records(tmp_path / "vmf")
     assert records and all("dev_loss" in r and "dev_perplexity" not in r for r in records)
-    curve = [r["loss"] for r in read_metrics(tmp_path / "vmf" / "metrics.jsonl") if "loss" in r]
+    curve = [r["loss"] for r in read_jsonl(tmp_path / "vmf" / "metrics.jsonl") if "loss" in r]
     assert curve[-1] < curve[0] - 1.0, curve
     result = perplexity(tmp_path / "vmf", dev)
     assert "mean" not in result
@@ -209,14 +210,14 @@ def test_killed_run_resumes_losing_at_most_one_checkpoint_interval(tmp_path, tex
         # Kill it one step past its third checkpoint (or later: the point is where it was).
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and process.poll() is None:
-            logged = [r["step"] for r in read_metrics(out / "metrics.jsonl") if "loss" in r]
+            logged = [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "loss" in r]
             if logged and logged[-1] >= 3 * interval + 1 and (out / "checkpoint.pt").is_file():
                 break
             time.sleep(0.1)
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.wait()
-    last_logged = max(r["step"] for r in read_metrics(out / "metrics.jsonl") if "loss" in r)
+    last_logged = max(r["step"] for r in read_jsonl(out / "metrics.jsonl") if "loss" in r)
     saved = load_checkpoint(out / "checkpoint.pt")["step"]
     assert 0 < last_logged - saved <= interval, (last_logged, saved)
     resumed = subprocess.run(command(saved + 2), capture_output=True, text=True)

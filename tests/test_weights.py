@@ -7,7 +7,7 @@ import numpy
 import pytest
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoOptions, ElmoOptionsError, ElmoWeightsError, preset
-from spacy_elmo.bilm.errors import ElmoFileNotFoundError
+from spacy_elmo.errors import ElmoFileNotFoundError
 from spacy_elmo.bilm.weights import expected_shapes
 
 from .conftest import tiny_bilm

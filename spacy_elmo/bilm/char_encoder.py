@@ -27,7 +27,7 @@ class CharEncoder(nn.Module):
         self.char_dim = options.char_dim
         self.max_chars = options.max_characters_per_token
         self.activation = options.activation
-        n_filters = options.n_filters
+        self.n_filters = n_filters = options.n_filters
         # Row 0 is the all-zero "no token" row (the file has the other 261).
         self.char_embed = nn.Parameter(torch.empty(N_CHARACTERS, options.char_dim))
         # One (width * char_dim, n) matrix per width, rows ordered (width, char_dim)
@@ -46,10 +46,6 @@ class CharEncoder(nn.Module):
         self.proj_weight = nn.Parameter(torch.empty(n_filters, options.projection_dim))
         self.proj_bias = nn.Parameter(torch.empty(options.projection_dim))
         self.reset_parameters()
-
-    @property
-    def n_filters(self) -> int:
-        return sum(n for _, n in self.filters)
 
     def reset_parameters(self) -> None:
         """Fresh weights for pretraining, initialised as bilm-tf does."""

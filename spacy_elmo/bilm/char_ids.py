@@ -6,7 +6,7 @@ padding). The sentence boundary tokens ``<S>`` and ``</S>`` have ids of their
 own; a token whose text is literally ``<S>`` or ``</S>`` maps to them.
 """
 from functools import lru_cache
-from typing import List, Sequence, Tuple
+from typing import Sequence, Tuple
 
 import numpy
 
@@ -73,7 +73,3 @@ def batch_char_ids(
         ids[row, : lengths[row]] = sentence_char_ids(tokens, max_chars)
     return ids, lengths
 
-
-def lengths_from_char_ids(ids: numpy.ndarray) -> List[int]:
-    """A position is a real token if any of its ids is > 0 (the spec's mask)."""
-    return (ids > 0).any(axis=-1).sum(axis=-1).tolist()

@@ -27,11 +27,7 @@ class BidirectionalLM(nn.Module):
         tokens and ``type_index (B, T)`` says which one stands at each
         position: the char CNN runs once per distinct token.
         """
-        encoded = self.bilm.char_encoder(type_chars)
-        tokens = F.embedding(type_index.t(), encoded)  # (T, B, P)
-        if dropout:
-            tokens = F.dropout(tokens, dropout)
-        layers, _ = self.bilm.bilstm(tokens, lengths, dropout=dropout)
+        _, layers, _ = self.bilm.contextual(type_chars, type_index, lengths, dropout=dropout)
         top = layers[-1].transpose(0, 1)
         return F.dropout(top, dropout) if dropout else top
 

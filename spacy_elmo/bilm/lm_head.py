@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .errors import ElmoOptionsError
+from ..errors import ElmoOptionsError
 
 SOFTMAX_KINDS = ("full", "sampled", "adaptive", "vmf")
 # Heads that give word probabilities (and so a perplexity).

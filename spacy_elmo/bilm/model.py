@@ -1,15 +1,16 @@
 """ElmoBiLM: the character CNN + biLSTM language model, in plain PyTorch."""
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
 from .lstm import BiLstm, State
-from .errors import ElmoFileNotFoundError
+from ..errors import ElmoFileNotFoundError
 from .options import ElmoOptions
 from .weights import lstm_prefix, read_weights, write_weights
 
@@ -102,14 +103,28 @@ class ElmoBiLM(nn.Module):
 
     # -- the model --------------------------------------------------------
     def token_embeddings(self, char_ids: Tensor) -> Tensor:
-        """``(..., max_chars)`` ids -> ``(..., P)`` context-independent vectors.
+        """``(..., max_chars)`` ids -> ``(..., P)`` context-independent vectors (the char CNN alone)."""
+        type_chars, type_index = unique_types(char_ids.to(self.device))
+        return F.embedding(type_index, self.char_encoder(type_chars))
 
-        Each distinct token is encoded once (text repeats a lot), then scattered back.
+    def contextual(
+        self, type_chars: Tensor, type_index: Tensor, lengths: Tensor,
+        initial: Optional[List[List[State]]] = None, return_states: bool = False, dropout: float = 0.0,
+    ) -> Tuple[Tensor, List[Tensor], Optional[List[List[State]]]]:
+        """The biLM's one composition, for inference and pretraining alike.
+
+        The char CNN runs once per distinct token (``type_chars (U, max_chars)``;
+        ``type_index (B, T)`` says which one stands at each position: text
+        repeats a lot), then the biLSTM. Returns the token vectors ``(T, B, P)``,
+        the L LSTM layers ``(T, B, 2P)`` and, with ``return_states``, the final
+        states. ``dropout`` (pretraining) applies to the token vectors and
+        between the LSTM layers.
         """
-        flat = char_ids.reshape(-1, char_ids.shape[-1])
-        unique, inverse = torch.unique(flat, dim=0, return_inverse=True)
-        encoded = self.char_encoder(unique)
-        return encoded.index_select(0, inverse).view(*char_ids.shape[:-1], -1)
+        tokens = F.embedding(type_index.t(), self.char_encoder(type_chars))
+        if dropout:
+            tokens = F.dropout(tokens, dropout)
+        layers, finals = self.bilstm(tokens, lengths, initial, return_states=return_states, dropout=dropout)
+        return tokens, layers, finals
 
     def forward(self, char_ids: Tensor, lengths: Optional[Tensor] = None, stateful: bool = False) -> Tensor:
         """``char_ids (B, T, max_chars)``, boundaries included -> ``(L+1, B, T, 2P)``.
@@ -122,10 +137,8 @@ class ElmoBiLM(nn.Module):
         if lengths is None:
             lengths = (char_ids > 0).any(dim=-1).sum(dim=-1)
         lengths = lengths.to(self.device)
-        tokens = self.token_embeddings(char_ids).transpose(0, 1)  # (T, B, P)
-        batch_size = tokens.shape[1]
-        initial = self._initial_states(batch_size, tokens) if stateful else None
-        lstm_layers, finals = self.bilstm(tokens, lengths, initial, return_states=stateful)
+        initial = self._initial_states(char_ids.shape[0]) if stateful else None
+        tokens, lstm_layers, finals = self.contextual(*unique_types(char_ids), lengths, initial, return_states=stateful)
         if stateful:
             self._update_states(finals)
         layers = torch.stack([torch.cat([tokens, tokens], dim=-1)] + lstm_layers).transpose(1, 2)
@@ -163,8 +176,9 @@ class ElmoBiLM(nn.Module):
             for d in range(2)
         ]
 
-    def _initial_states(self, batch_size: int, like: Tensor) -> List[List[State]]:
+    def _initial_states(self, batch_size: int) -> List[List[State]]:
         if self._states is None:
+            like = self.char_encoder.proj_weight
             stacks = self._lstm_stacks()
             self._states = [[layer.zero_state(batch_size, like) for layer in stack] for stack in stacks]
         initial = []
@@ -199,20 +213,43 @@ class ElmoBiLM(nn.Module):
         stateful call (the reference implementations' behaviour).
         """
         sentences = [list(s) for s in sentences]
-        results: List[Optional[numpy.ndarray]] = [None] * len(sentences)
         if stateful:
             groups = [list(range(len(sentences)))] if sentences else []
         else:
             groups = length_batches([len(s) for s in sentences])
-        max_chars = self.options.max_characters_per_token
+
+        def run(ids: numpy.ndarray, lengths: numpy.ndarray) -> numpy.ndarray:
+            layers = self.forward(torch.from_numpy(ids), torch.from_numpy(lengths), stateful=stateful)
+            return layers.float().cpu().numpy()
+
         with torch.no_grad():
-            for group in groups:
-                ids, lengths = batch_char_ids([sentences[i] for i in group], max_chars)
-                layers = self.forward(torch.from_numpy(ids), torch.from_numpy(lengths), stateful=stateful)
-                layers = layers.float().cpu().numpy()
-                for row, index in enumerate(group):
-                    results[index] = numpy.ascontiguousarray(layers[:, row, 1 : lengths[row] - 1])
-        return results  # type: ignore[return-value]
+            return embed_sentences(sentences, groups, self.options.max_characters_per_token, run)
+
+
+def unique_types(char_ids: Tensor) -> Tuple[Tensor, Tensor]:
+    """The distinct tokens of ``char_ids (..., max_chars)`` (``(U, max_chars)``) and which
+    one stands at each position (``(...)``): text repeats a lot, the char CNN runs once per type."""
+    type_chars, inverse = torch.unique(char_ids.reshape(-1, char_ids.shape[-1]), dim=0, return_inverse=True)
+    return type_chars, inverse.view(char_ids.shape[:-1])
+
+
+def embed_sentences(sentences: Sequence[Sequence[str]], groups: Sequence[Sequence[int]], max_chars: int,
+                    run: Callable[[numpy.ndarray, numpy.ndarray], Any]) -> List[Any]:
+    """The one path from token lists to per-sentence layer arrays (``embed_batch``,
+    the spaCy component and ``embed`` all come here).
+
+    ``groups`` are the batches (sentence indices); ``run(char_ids, lengths)`` maps
+    a batch to its ``(L+1, B, T, 2P)`` layers (numpy, or cupy through thinc).
+    Each sentence gets its own C-contiguous ``(L+1, n, 2P)`` copy, boundaries
+    dropped (a copy, so no batch stays alive behind a cached result).
+    """
+    results: List[Any] = [None] * len(sentences)
+    for group in groups:
+        ids, lengths = batch_char_ids([sentences[i] for i in group], max_chars)
+        layers = run(ids, lengths)
+        for row, index in enumerate(group):
+            results[index] = layers[:, row, 1 : lengths[row] - 1].copy()
+    return results
 
 
 def length_batches(lengths: Sequence[int]) -> List[List[int]]:

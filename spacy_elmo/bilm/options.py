@@ -1,12 +1,12 @@
 """The biLM hyper-parameters, read from and written to bilm-tf's options.json."""
 import copy
 import json
-from dataclasses import dataclass, field
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
 from .char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
-from .errors import ElmoFileNotFoundError, ElmoOptionsError
+from ..errors import ElmoFileNotFoundError, ElmoOptionsError
 
 ACTIVATIONS = ("relu", "tanh")
 # Training files say 261 (no padding row), inference files 262; both describe
@@ -15,35 +15,96 @@ ACCEPTED_N_CHARACTERS = (N_CHARACTERS - 1, N_CHARACTERS)
 _PUBLISHED_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
 
 
+_REQUIRED = object()  # in options.json: no default, the file must give it
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _pop_option(data: Dict[str, Any], json_key: str, file_default: Any, source: str) -> Any:
+    """Take ``json_key`` (``section.name`` or ``section.sub.name``) out of ``data``; what
+    is left is the file's unused keys. A sub-object emptied by this is removed."""
+    *sections, name = json_key.split(".")
+    if not isinstance(data.get(sections[0]), dict):
+        raise ElmoOptionsError(f"{source}: missing section '{sections[0]}' (a JSON object)")
+    parents = [data]
+    for section in sections:
+        node = parents[-1].get(section)
+        if not isinstance(node, dict):
+            node = {}
+        parents.append(node)
+    if name in parents[-1]:
+        value = parents[-1].pop(name)
+        if len(sections) > 1 and not parents[-1]:
+            parents[-2].pop(sections[-1], None)
+        return value
+    if file_default is _REQUIRED:
+        raise ElmoOptionsError(f"{source}: missing option '{json_key}'")
+    return file_default
+
+
+def _option(json_key: str, default: Any = MISSING, file_default: Any = _REQUIRED, architecture: bool = True):
+    """A field of ElmoOptions: its options.json key (``section.name``), the default of a
+    file that omits it (bilm-tf's own: no clipping, no skip connections), and whether
+    it shapes the network."""
+    metadata = {"json": json_key, "file_default": file_default, "architecture": architecture}
+    return field(default=default, metadata=metadata)
+
+
 @dataclass
 class ElmoOptions:
-    """Sizes of the character CNN and the biLSTM (the published options.json)."""
+    """Sizes of the character CNN and the biLSTM (the published options.json).
 
-    char_dim: int
-    filters: List[Tuple[int, int]]
-    n_highway: int
-    projection_dim: int
-    lstm_dim: int
-    n_layers: int
-    cell_clip: float = 3.0
-    proj_clip: float = 3.0
-    use_skip_connections: bool = True
-    activation: str = "relu"
-    max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN
-    n_characters: int = N_CHARACTERS
+    The one schema: every list of option names (options.json keys, pretraining's
+    ``[model]`` section, the ``spacy-elmo.ElmoBiLM.v1`` arguments) comes from
+    these fields and their metadata."""
+
+    char_dim: int = _option("char_cnn.embedding.dim")
+    filters: List[Tuple[int, int]] = _option("char_cnn.filters")
+    n_highway: int = _option("char_cnn.n_highway")
+    projection_dim: int = _option("lstm.projection_dim")
+    lstm_dim: int = _option("lstm.dim")
+    n_layers: int = _option("lstm.n_layers")
+    cell_clip: float = _option("lstm.cell_clip", 3.0, file_default=0)
+    proj_clip: float = _option("lstm.proj_clip", 3.0, file_default=0)
+    use_skip_connections: bool = _option("lstm.use_skip_connections", True, file_default=False)
+    activation: str = _option("char_cnn.activation", "relu", file_default="relu")
+    max_characters_per_token: int = _option(
+        "char_cnn.max_characters_per_token", MAX_CHARACTERS_PER_TOKEN, file_default=MAX_CHARACTERS_PER_TOKEN
+    )
+    # 261 (training files) and 262 (inference files) are the same network.
+    n_characters: int = _option("char_cnn.n_characters", N_CHARACTERS, file_default=N_CHARACTERS, architecture=False)
     # Keys of options.json we do not use (training settings, vocab size, ...),
     # kept so that a file read and written again loses nothing.
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     source: str = field(default="<options>", repr=False, compare=False)
+    # Width of the concatenated CNN output (F), from ``filters``.
+    n_filters: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.filters = [tuple(f) for f in self.filters]  # type: ignore[misc]
         self.validate()
+        self.n_filters = sum(n for _, n in self.filters)
 
-    @property
-    def n_filters(self) -> int:
-        """Width of the concatenated CNN output (F)."""
-        return sum(n for _, n in self.filters)
+    @classmethod
+    def option_fields(cls) -> List[Field]:
+        """The fields that are options.json settings, in file order."""
+        return [f for f in fields(cls) if "json" in f.metadata]
+
+    @classmethod
+    def architecture_names(cls) -> List[str]:
+        """The settings that shape the network: pretraining's [model] section."""
+        return [f.name for f in cls.option_fields() if f.metadata["architecture"]]
+
+    @classmethod
+    def size_names(cls) -> List[str]:
+        """The settings without a default: what a config must give (or leave all to the weights)."""
+        return [f.name for f in cls.option_fields() if f.default is MISSING]
+
+    @classmethod
+    def json_key(cls, name: str) -> str:
+        return next(f.metadata["json"] for f in cls.option_fields() if f.name == name)
 
     @property
     def output_dim(self) -> int:
@@ -55,25 +116,11 @@ class ElmoOptions:
         """The 2L+1 representations as L+1 layers of width 2P (layer 0 is [x; x])."""
         return self.n_layers + 1
 
-    # The settings that shape the network (n_characters 261/262 are the same network).
-    ARCHITECTURE_KEYS = (
-        ("char_cnn.embedding.dim", "char_dim"),
-        ("char_cnn.filters", "filters"),
-        ("char_cnn.n_highway", "n_highway"),
-        ("char_cnn.activation", "activation"),
-        ("char_cnn.max_characters_per_token", "max_characters_per_token"),
-        ("lstm.projection_dim", "projection_dim"),
-        ("lstm.dim", "lstm_dim"),
-        ("lstm.n_layers", "n_layers"),
-        ("lstm.cell_clip", "cell_clip"),
-        ("lstm.proj_clip", "proj_clip"),
-        ("lstm.use_skip_connections", "use_skip_connections"),
-    )
-
     def differences(self, other: "ElmoOptions") -> List[str]:
         """Human-readable differences in architecture: ``"lstm.dim: 64 here, 128 there"``."""
         found = []
-        for key, attr in self.ARCHITECTURE_KEYS:
+        for attr in self.architecture_names():
+            key = self.json_key(attr)
             mine, theirs = getattr(self, attr), getattr(other, attr)
             if attr == "filters":
                 mine, theirs = [list(f) for f in mine], [list(f) for f in theirs]
@@ -85,43 +132,37 @@ class ElmoOptions:
         raise ElmoOptionsError(f"{self.source}: option '{key}' {message}")
 
     def validate(self) -> None:
-        positive = {
-            "char_cnn.embedding.dim": self.char_dim,
-            "lstm.projection_dim": self.projection_dim,
-            "lstm.dim": self.lstm_dim,
-            "lstm.n_layers": self.n_layers,
-        }
-        for key, value in positive.items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                self._fail(key, f"must be a positive integer, got {value!r}")
-        if not isinstance(self.n_highway, int) or isinstance(self.n_highway, bool) or self.n_highway < 0:
-            self._fail("char_cnn.n_highway", f"must be an integer >= 0, got {self.n_highway!r}")
+        key = self.json_key
+        for name in ("char_dim", "projection_dim", "lstm_dim", "n_layers"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                self._fail(key(name), f"must be a positive integer, got {value!r}")
+        if not _is_int(self.n_highway) or self.n_highway < 0:
+            self._fail(key("n_highway"), f"must be an integer >= 0, got {self.n_highway!r}")
         mcpt = self.max_characters_per_token
-        if not isinstance(mcpt, int) or isinstance(mcpt, bool) or mcpt < 3:
-            self._fail("char_cnn.max_characters_per_token", f"must be an integer >= 3, got {mcpt!r}")
-        if not self.filters:
-            self._fail("char_cnn.filters", "must list at least one [width, n_filters] pair")
-        for width, number in self.filters:
-            for v in (width, number):
-                if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                    self._fail("char_cnn.filters", f"must hold positive integer pairs, got {[width, number]!r}")
-            if width > mcpt:
-                self._fail(
-                    "char_cnn.filters",
-                    f"has width {width}, wider than max_characters_per_token={mcpt}",
-                )
+        if not _is_int(mcpt) or mcpt < 3:
+            self._fail(key("max_characters_per_token"), f"must be an integer >= 3, got {mcpt!r}")
+        self._validate_filters(mcpt)
         if self.activation not in ACTIVATIONS:
-            self._fail("char_cnn.activation", f"must be one of {ACTIVATIONS}, got {self.activation!r}")
+            self._fail(key("activation"), f"must be one of {ACTIVATIONS}, got {self.activation!r}")
         if self.n_characters not in ACCEPTED_N_CHARACTERS:
-            self._fail(
-                "char_cnn.n_characters",
-                f"must be 261 (training files) or 262 (inference files), got {self.n_characters!r}",
-            )
-        for key, clip in (("lstm.cell_clip", self.cell_clip), ("lstm.proj_clip", self.proj_clip)):
+            self._fail(key("n_characters"), f"must be 261 (training files) or 262 (inference files), got {self.n_characters!r}")
+        for name in ("cell_clip", "proj_clip"):
+            clip = getattr(self, name)
             if not isinstance(clip, (int, float)) or isinstance(clip, bool) or clip < 0:
-                self._fail(key, f"must be a number >= 0 (0 = no clipping), got {clip!r}")
+                self._fail(key(name), f"must be a number >= 0 (0 = no clipping), got {clip!r}")
         if not isinstance(self.use_skip_connections, bool):
-            self._fail("lstm.use_skip_connections", f"must be true or false, got {self.use_skip_connections!r}")
+            self._fail(key("use_skip_connections"), f"must be true or false, got {self.use_skip_connections!r}")
+
+    def _validate_filters(self, max_width: int) -> None:
+        key = self.json_key("filters")
+        if not self.filters:
+            self._fail(key, "must list at least one [width, n_filters] pair")
+        for width, number in self.filters:
+            if not (_is_int(width) and _is_int(number) and width >= 1 and number >= 1):
+                self._fail(key, f"must hold positive integer pairs, got {[width, number]!r}")
+            if width > max_width:
+                self._fail(key, f"has width {width}, wider than max_characters_per_token={max_width}")
 
     # -- options.json -----------------------------------------------------
     @classmethod
@@ -129,67 +170,24 @@ class ElmoOptions:
         if not isinstance(data, dict):
             raise ElmoOptionsError(f"{source}: expected a JSON object, got {type(data).__name__}")
         data = copy.deepcopy(data)
-
-        def take(section: str, key: str, default: Any = KeyError) -> Any:
-            sub = data.get(section)
-            if not isinstance(sub, dict):
-                raise ElmoOptionsError(f"{source}: missing section '{section}' (a JSON object)")
-            if key in sub:
-                return sub.pop(key)
-            if default is KeyError:
-                raise ElmoOptionsError(f"{source}: missing option '{section}.{key}'")
-            return default
-
-        embedding = take("char_cnn", "embedding")
-        if not isinstance(embedding, dict) or "dim" not in embedding:
-            raise ElmoOptionsError(f"{source}: missing option 'char_cnn.embedding.dim'")
-        char_dim = embedding.pop("dim")
-        filters = take("char_cnn", "filters")
-        if not isinstance(filters, list) or not all(
-            isinstance(f, (list, tuple)) and len(f) == 2 for f in filters
-        ):
+        settings = {f.name: _pop_option(data, f.metadata["json"], f.metadata["file_default"], source)
+                    for f in cls.option_fields()}
+        filters = settings["filters"]
+        if not isinstance(filters, list) or not all(isinstance(f, (list, tuple)) and len(f) == 2 for f in filters):
             raise ElmoOptionsError(
-                f"{source}: option 'char_cnn.filters' must be a list of [width, n_filters] pairs, got {filters!r}"
+                f"{source}: option '{cls.json_key('filters')}' must be a list of [width, n_filters] pairs, got {filters!r}"
             )
-        options = cls(
-            char_dim=char_dim,
-            filters=filters,
-            n_highway=take("char_cnn", "n_highway"),
-            activation=take("char_cnn", "activation", "relu"),
-            max_characters_per_token=take("char_cnn", "max_characters_per_token", MAX_CHARACTERS_PER_TOKEN),
-            n_characters=take("char_cnn", "n_characters", N_CHARACTERS),
-            projection_dim=take("lstm", "projection_dim"),
-            lstm_dim=take("lstm", "dim"),
-            n_layers=take("lstm", "n_layers"),
-            cell_clip=take("lstm", "cell_clip", 0),
-            proj_clip=take("lstm", "proj_clip", 0),
-            use_skip_connections=take("lstm", "use_skip_connections", False),
-            source=source,
-        )
-        if embedding:
-            data["char_cnn"]["embedding"] = embedding
-        options.extra = data
-        return options
+        return cls(**settings, extra=data, source=source)
 
     def to_dict(self) -> Dict[str, Any]:
         data = copy.deepcopy(self.extra)
-        char_cnn = data.setdefault("char_cnn", {})
-        char_cnn.setdefault("embedding", {})["dim"] = self.char_dim
-        char_cnn.update(
-            filters=[list(f) for f in self.filters],
-            n_highway=self.n_highway,
-            activation=self.activation,
-            max_characters_per_token=self.max_characters_per_token,
-            n_characters=self.n_characters,
-        )
-        data.setdefault("lstm", {}).update(
-            projection_dim=self.projection_dim,
-            dim=self.lstm_dim,
-            n_layers=self.n_layers,
-            cell_clip=self.cell_clip,
-            proj_clip=self.proj_clip,
-            use_skip_connections=self.use_skip_connections,
-        )
+        for f in self.option_fields():
+            *sections, name = f.metadata["json"].split(".")
+            node = data
+            for section in sections:
+                node = node.setdefault(section, {})
+            value = getattr(self, f.name)
+            node[name] = [list(pair) for pair in value] if f.name == "filters" else value
         return data
 
     @classmethod
@@ -214,7 +212,8 @@ class ElmoOptions:
 
 
 def preset(name: str) -> ElmoOptions:
-    """The published sizes: "original", "medium", "small" (elmo-spec.md, section 1)."""
+    """The published sizes (bilm-tf's README): "original" (2x4096_512_2048cnn_2xhighway),
+    "medium" (2x2048_256_2048cnn_1xhighway), "small" (2x1024_128_2048cnn_1xhighway)."""
     sizes = {
         "original": dict(n_highway=2, projection_dim=512, lstm_dim=4096),
         "medium": dict(n_highway=1, projection_dim=256, lstm_dim=2048),

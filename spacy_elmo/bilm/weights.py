@@ -9,12 +9,11 @@ from typing import Dict, Tuple, Union
 import h5py
 import numpy
 
-from .atomic import atomic_path
-from .errors import ElmoFileNotFoundError, ElmoWeightsError
+from ..io import atomic_path
+from ..errors import ElmoFileNotFoundError, ElmoWeightsError
 from .options import ElmoOptions
 
 Shape = Tuple[int, ...]
-DIRECTIONS = ("forward", "backward")
 
 
 def lstm_prefix(direction: int, layer: int) -> str:

@@ -7,7 +7,6 @@ those files keep working: dataset ``"i"`` holds line i's vectors and
 Long inputs are resumable: results go to ``OUTPUT.partial`` and a small
 progress file; running the same command again continues where it stopped.
 """
-import hashlib
 import json
 import os
 import sys
@@ -20,18 +19,14 @@ import numpy
 import typer
 from tqdm import tqdm
 
-from ..bilm import ElmoBiLM, ElmoError
-from ..bilm.atomic import atomic_path
-from ..textio import iter_utf8_lines
+from ..bilm import ElmoBiLM
+from ..errors import ElmoError, EmbedInputError
+from ..io import file_sha256, iter_utf8_lines, write_json_atomic
 from . import app
 
 LAYER_CHOICES = ("all", "top", "average")
 # Seconds between checkpoints of the partial output.
 CHECKPOINT_SECONDS = 30.0
-
-
-class EmbedInputError(ElmoError):
-    """The input text cannot be read as asked."""
 
 
 def read_lines(path: Path) -> List[str]:
@@ -79,17 +74,28 @@ def select_layers(layers: numpy.ndarray, which: str) -> numpy.ndarray:
     return layers
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def resume_point(partial: Path, progress_file: Path, state_file: Path, run_id: Dict) -> int:
+    """How many batches an earlier run of the same settings finished (0: start afresh,
+    removing the leftovers of a run that never checkpointed)."""
+    if partial.exists() and progress_file.exists():
+        saved = json.loads(progress_file.read_text(encoding="utf8"))
+        if saved.get("run") != run_id:
+            raise EmbedInputError(
+                f"{partial} holds a run with other settings or another input; "
+                f"delete it (and {progress_file.name}) or rerun with the same settings"
+            )
+        return int(saved["done_batches"])
+    for stale in (partial, progress_file, state_file):
+        stale.unlink(missing_ok=True)
+    return 0
 
 
-def _write_json_atomic(path: Path, data: Dict) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data), encoding="utf8")
+def write_sentence_index(out: h5py.File, lines: Sequence[str]) -> None:
+    """AllenNLP's ``sentence_to_index``: one JSON map from sentence text to dataset name."""
+    if "sentence_to_index" in out:
+        del out["sentence_to_index"]
+    index_dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
+    index_dataset[0] = json.dumps({line.strip(): str(i) for i, line in enumerate(lines)})
 
 
 def embed_file(
@@ -117,7 +123,7 @@ def embed_file(
     sentences = [tokenize(line) for line in lines]
     batches = plan_batches([len(s) for s in sentences], batch_size, stateful)
     run_id = {
-        "input_sha256": _file_sha256(input_file),
+        "input_sha256": file_sha256(input_file),
         "layers": layers,
         "batch_size": batch_size,
         "stateful": stateful,
@@ -126,18 +132,7 @@ def embed_file(
     partial = output_file.with_name(output_file.name + ".partial")
     progress_file = output_file.with_name(output_file.name + ".progress.json")
     state_file = output_file.with_name(output_file.name + ".state.npz")
-    done_batches = 0
-    if partial.exists() and progress_file.exists():
-        saved = json.loads(progress_file.read_text(encoding="utf8"))
-        if saved.get("run") != run_id:
-            raise EmbedInputError(
-                f"{partial} holds a run with other settings or another input; "
-                f"delete it (and {progress_file.name}) or rerun with the same settings"
-            )
-        done_batches = int(saved["done_batches"])
-    else:
-        for stale in (partial, progress_file, state_file):
-            stale.unlink(missing_ok=True)
+    done_batches = resume_point(partial, progress_file, state_file, run_id)
     bilm.reset_states()
     if stateful and done_batches:
         bilm.import_states(dict(numpy.load(state_file)))
@@ -163,13 +158,9 @@ def embed_file(
                 out.flush()
                 if stateful:
                     numpy.savez(state_file, **bilm.export_states())
-                _write_json_atomic(progress_file, {"run": run_id, "done_batches": number + 1})
+                write_json_atomic(progress_file, {"run": run_id, "done_batches": number + 1})
                 last_checkpoint = time.monotonic()
-        sentence_to_index = {line.strip(): str(i) for i, line in enumerate(lines)}
-        if "sentence_to_index" in out:
-            del out["sentence_to_index"]
-        index_dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
-        index_dataset[0] = json.dumps(sentence_to_index)
+        write_sentence_index(out, lines)
     bar.close()
     os.replace(partial, output_file)
     progress_file.unlink(missing_ok=True)
@@ -184,7 +175,7 @@ def embed_command(
     options_file: Path = typer.Option(..., "--options-file", help="bilm-tf/AllenNLP options.json"),
     weight_file: Path = typer.Option(..., "--weight-file", help="bilm-tf/AllenNLP weights.hdf5"),
     layers: str = typer.Option("all", "--layers", help="all: (L+1, n, 2P); top: (n, 2P); average: (n, 2P) mean of the layers"),
-    batch_size: int = typer.Option(64, "--batch-size", help="Sentences per batch"),
+    batch_size: int = typer.Option(64, "--batch-size", help="Lines per step: the unit of progress and resume; with --stateful, the batch whose rows carry state (stateless steps are re-batched by length inside)"),
     stateful: bool = typer.Option(
         False, "--stateful", help="Carry LSTM state across batches like bilm-tf (lines run in file order)"
     ),

@@ -54,7 +54,7 @@ def perplexity_command(
 ):
     """Forward, backward and mean perplexity of TEXT under the biLM's full softmax."""
     from ..pretrain.perplexity import perplexity
-    from ..pretrain.train import unknown_rate_warning
+    from ..pretrain.evaluation import unknown_rate_warning
 
     try:
         result = perplexity(bilm_dir, text, text_format=text_format, device=device)

@@ -13,22 +13,20 @@ bounded cache; training (fine-tuning) runs the whole batch with autograd.
 from io import BytesIO
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy
 import srsly
 import torch
 from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_device, torch2xp, xp2torch
 from thinc.types import Floats3d
 
-from ..bilm import ElmoBiLM, ElmoError, ElmoOptions, batch_char_ids
-from ..bilm.model import length_batches
+from ..bilm import ElmoBiLM, ElmoOptions, batch_char_ids
+from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
+from ..bilm.model import embed_sentences, length_batches
 from .cache import LayerCache
 from .segments import Segment, batch_segments
 
 BilmModel = Model[List[Doc], List[Floats3d]]
-
-
-class ElmoNoWeightsError(ElmoError):
-    """The biLM has no weights yet."""
 
 
 def build_bilm_model(
@@ -138,17 +136,12 @@ def _predict(model: BilmModel, bilm: ElmoBiLM, docs, segments, texts) -> List[Fl
             outputs[k] = hit
     keys = list(todo)
     wrapper = model.layers[0]
-    xp = model.ops.xp
-    max_chars = bilm.options.max_characters_per_token
-    for group in length_batches([len(key) for key in keys]):
-        batch = [keys[i] for i in group]
-        ids, lengths = batch_char_ids(batch, max_chars)
-        layers = wrapper.predict((ids, lengths))
-        for row, key in enumerate(batch):
-            output = xp.ascontiguousarray(layers[:, row, 1 : lengths[row] - 1])
-            for k in todo[key]:
-                outputs[k] = output
-            cache.put(key, output)
+    computed = embed_sentences(keys, length_batches([len(key) for key in keys]),
+                               bilm.options.max_characters_per_token, lambda ids, lengths: wrapper.predict((ids, lengths)))
+    for key, output in zip(keys, computed):
+        for k in todo[key]:
+            outputs[k] = output
+        cache.put(key, output)
     return _assemble(model, docs, segments, outputs)
 
 
@@ -208,20 +201,42 @@ def _convert_outputs(model: Model, inputs_outputs, is_train: bool):
 
 
 def _serialize_bilm(bilm: Any) -> bytes:
+    """Options and weights as plain msgpack arrays (loading never unpickles). float16 when
+    that loses nothing (weights that came from a float16 file and were not fine-tuned)."""
     if not isinstance(bilm, ElmoBiLM):
-        return srsly.msgpack_dumps({"options": None, "state": b""})
-    buffer = BytesIO()
-    torch.save(bilm.state_dict(), buffer)
-    return srsly.msgpack_dumps({"options": bilm.options.to_dict(), "state": buffer.getvalue()})
+        return srsly.msgpack_dumps({"options": None, "arrays": {}})
+    state = {name: value.detach().float().cpu() for name, value in bilm.state_dict().items()}
+    lossless = all(torch.equal(value.half().float(), value) for value in state.values())
+    dtype = torch.float16 if lossless else torch.float32
+    arrays = {name: value.to(dtype).numpy() for name, value in state.items()}
+    return srsly.msgpack_dumps({"options": bilm.options.to_dict(), "arrays": arrays})
 
 
 def _deserialize_bilm(current: Any, data: bytes, device: "torch.device") -> Any:
-    msg = srsly.msgpack_loads(data)
+    try:
+        msg = srsly.msgpack_loads(data)
+    except ValueError as err:
+        raise ElmoWeightsError(f"the saved biLM is damaged (not readable msgpack: {err})") from None
+    if not isinstance(msg, dict) or "options" not in msg:
+        raise ElmoWeightsError("the saved biLM is damaged (no options in it)")
     if msg["options"] is None:
         return current
-    options = ElmoOptions.from_dict(msg["options"], source="the serialized elmo model")
+    options = ElmoOptions.from_dict(msg["options"], source="the saved biLM")
     bilm = current if isinstance(current, ElmoBiLM) and current.options == options else ElmoBiLM(options)
-    # weights_only: a saved pipeline holds tensors, never code to run.
-    state = torch.load(BytesIO(msg["state"]), map_location=device, weights_only=True)
-    bilm.load_state_dict(state)
+    if "arrays" in msg:
+        state = {name: torch.from_numpy(numpy.array(array, dtype=numpy.float32)) for name, array in msg["arrays"].items()}
+    else:
+        state = _legacy_state(msg)
+    try:
+        bilm.load_state_dict(state)
+    except RuntimeError as err:
+        raise ElmoWeightsError(f"the saved biLM's weights do not fit its options: {err}") from None
     return bilm.to(device).eval()
+
+
+def _legacy_state(msg: Dict[str, Any]) -> Dict[str, Any]:
+    """Pipelines saved by spacy-elmo 0.1 hold a torch.save zip; weights_only: tensors, never code."""
+    try:
+        return torch.load(BytesIO(msg["state"]), map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many kinds for a damaged zip
+        raise ElmoWeightsError(f"the saved biLM is damaged ({type(err).__name__})") from None

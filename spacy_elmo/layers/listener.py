@@ -10,6 +10,8 @@ returns zeros of the right width when there are none.
 ``nlp.replace_listeners`` swaps a listener for a standalone copy of the biLM
 followed by the listener's own (trained) mix.
 """
+import inspect
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from spacy.tokens import Doc
@@ -26,12 +28,16 @@ STANDALONE_NAME = "elmo_standalone"
 
 
 class _ListenerState:
-    """What the producer sent for the current batch: never serialized."""
+    """What the producer sent for the current batch, and who listens: never serialized."""
 
     def __init__(self) -> None:
         self.batch_id: Optional[int] = None
         self.outputs: Optional[List[Floats3d]] = None
         self.backprop: Optional[Callable[[Optional[List[Floats3d]]], Any]] = None
+        # Whether the listening component was told it gets zeros.
+        self.warned_zeros = False
+        # The sample batch of initialize(): spaCy predicts on it before any doc is annotated.
+        self.init_batch: Optional[int] = None
 
     def clear(self) -> None:
         self.batch_id = self.outputs = self.backprop = None
@@ -55,8 +61,15 @@ def build_listener(mix: MixModel, upstream: str = "*", grad_factor: float = 0.0)
         init=listener_init,
         layers=[mix],
         dims={"nO": mix.maybe_get_dim("nO"), "nL": mix.maybe_get_dim("nL")},
-        attrs={"upstream_name": upstream, "grad_factor": grad_factor, "_state": _ListenerState()},
+        # listening_component: set by the producer; saved, so a pipeline loaded without it can still name it.
+        attrs={"upstream_name": upstream, "grad_factor": grad_factor, "listening_component": "",
+               "_state": _ListenerState()},
     )
+
+
+def name_listener(listener: ListenerModel, component: str) -> None:
+    """Which component this listener feeds (for its messages)."""
+    listener.attrs["listening_component"] = component
 
 
 def is_listener(model: Model) -> bool:
@@ -109,6 +122,7 @@ def listener_init(model: ListenerModel, X: Optional[List[Doc]] = None, Y=None) -
         )
     set_listener_dims(model, model.get_dim("nL"), model.get_dim("nO"))
     mix.initialize()
+    model.attrs["_state"].init_batch = batch_id(X) if X else None
 
 
 def listener_forward(model: ListenerModel, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
@@ -138,6 +152,17 @@ def listener_forward(model: ListenerModel, docs: List[Doc], is_train: bool) -> T
             "an ELMo listener found no ELMo layers on a training doc: the 'elmo' component neither ran "
             "its update (frozen) nor annotated the docs. Add it to [training] annotating_components, "
             "or remove it from frozen_components."
+        )
+    missing = sum(1 for layer, doc in zip(layers, docs) if layer is None and len(doc))
+    if missing and not state.warned_zeros and batch_id(docs) != state.init_batch:
+        state.warned_zeros = True
+        component = model.attrs.get("listening_component")
+        warnings.warn(
+            f"the ELMo listener of {repr(component) if component else 'a component'} found no ELMo layers on {missing} of {len(docs)} doc(s) "
+            "and feeds it zeros, so its predictions are not what it was trained on: the 'elmo' component did "
+            "not run. Enable it (nlp.enable_pipe('elmo'), or leave it out of disable=, exclude= and "
+            "select_pipes), or give the component its own biLM with nlp.replace_listeners.",
+            stacklevel=2,
         )
     width = model.get_dim("nO")
     present = [model.ops.asarray3f(layer) for layer in layers if layer is not None]
@@ -206,16 +231,52 @@ def replace_listener(bilm_copy: Model, listener: ListenerModel, producer: Any) -
 
 
 def replace_listener_cfg(producer_model_cfg: Dict[str, Any], listener_cfg: Dict[str, Any]) -> Dict[str, Any]:
-    """The config of the standalone model that replaces a listener's config."""
+    """The config that replaces a listener's, for the path ``nlp.replace_listeners`` writes it to.
+
+    spaCy passes the pipe's whole ``model.tok2vec`` block, which may wrap the
+    listener (``ElmoConcat``: ``model.tok2vec.elmo``). The result is that block
+    with the listener swapped for a standalone biLM, cut to the path being
+    written, so ``model.tok2vec`` and ``model.tok2vec.elmo`` both give a config
+    that matches the replaced model (and so saves and loads).
+    """
     found = _find_listener_cfg(listener_cfg)
     if found is None:
         raise ElmoError("no spacy-elmo.ElmoListener config found where the listener should be")
     settings = {k: v for k, v in found.items() if k not in ("@architectures", "upstream")}
-    return {"@architectures": "spacy-elmo.ElmoStandalone.v1", "bilm": producer_model_cfg, **settings}
+    standalone = {"@architectures": "spacy-elmo.ElmoStandalone.v1", "bilm": producer_model_cfg, **settings}
+    if found is listener_cfg:
+        return standalone
+    path = _path_being_replaced()
+    if path is None or not (path == "model.tok2vec" or path.startswith("model.tok2vec.")):
+        return standalone
+    block = _swapped(listener_cfg, found, standalone)
+    for key in path.split(".")[2:]:
+        block = block[key]
+    return block
+
+
+def _path_being_replaced() -> Optional[str]:
+    """The listener path spaCy's ``replace_listeners`` is about to write our result to
+    (its loop variable; spaCy does not pass it to the hook). None if it cannot be read."""
+    frame = inspect.currentframe()
+    try:
+        caller = frame.f_back.f_back if frame and frame.f_back else None
+        path = caller.f_locals.get("listener_path") if caller else None
+        return path if isinstance(path, str) else None
+    finally:
+        del frame
+
+
+def _swapped(cfg: Any, old: Dict[str, Any], new: Dict[str, Any]) -> Any:
+    """A copy of ``cfg`` with the sub-config ``old`` (by identity) replaced by ``new``."""
+    if cfg is old:
+        return new
+    if isinstance(cfg, dict):
+        return {key: _swapped(value, old, new) for key, value in cfg.items()}
+    return cfg
 
 
 def _find_listener_cfg(cfg: Any) -> Optional[Dict[str, Any]]:
-    # spaCy passes the pipe's model.tok2vec block, which may wrap the listener.
     if isinstance(cfg, dict):
         if str(cfg.get("@architectures", "")).startswith("spacy-elmo.ElmoListener"):
             return cfg

@@ -5,6 +5,7 @@ batch's layers go straight to the listeners of downstream components; with
 every listener frozen (``grad_factor = 0``, the default) the biLM runs without
 gradients through a bounded cache, so later epochs do not recompute it.
 """
+from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from spacy.language import Language
@@ -15,10 +16,10 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
-from ..bilm import ElmoError
-from ..layers.bilm_model import ElmoNoWeightsError, get_bilm, set_bilm, set_cache_size
+from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
+from ..layers.bilm_model import get_bilm, set_bilm, set_cache_size
 from ..layers.doc_data import DTYPE_CHOICES, STORE_CHOICES, store_doc_layers, token_mix_weights
-from ..layers.listener import batch_id, is_listener, learned_mix, receive, set_listener_dims
+from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
 from ..loaders import default_bilm_dir, load_bilm
 from .extensions import install_extensions
 
@@ -37,8 +38,8 @@ NO_WEIGHTS_HELP = (
     "  * a biLM you pretrained (`python -m spacy_elmo pretrain`): config={{'bilm_dir': 'OUTPUT_DIR'}}\n"
     "  * with spacy train: [initialize.components.{name}.weights] @misc = \"spacy-elmo.WeightsFromFiles.v1\" "
     "(options_file, weight_file) or \"spacy-elmo.WeightsFromDir.v1\" (path)\n"
-    "No pretrained ELMo ships with the package yet; pretrain one on your own text with "
-    "`python -m spacy_elmo pretrain`, or build the project's English biLM with `spacy project run all`."
+    "Normally the bundled English biLM (spacy_elmo/data/default_bilm) is the fallback, but this install "
+    "lacks it: reinstall spacy-elmo, or pretrain a biLM on your own text with `python -m spacy_elmo pretrain`."
 )
 
 
@@ -146,6 +147,7 @@ class ElmoComponent(TrainablePipe):
         self.listener_map.setdefault(component_name, [])
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
+        name_listener(listener, component_name)
         if self.has_weights:
             set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"))
 
@@ -163,6 +165,23 @@ class ElmoComponent(TrainablePipe):
             for node in component.model.walk():
                 if is_listener(node) and node.attrs["upstream_name"] in names:
                     self.add_listener(node, component.name)
+
+    def from_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
+        try:
+            return super().from_disk(path, exclude=exclude)
+        except ValueError as err:  # our ElmoError, or a damaged msgpack file
+            raise ElmoWeightsError(f"component '{self.name}': cannot load {Path(path) / 'model'}: {err}") from None
+
+    def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
+        try:
+            return super().from_bytes(bytes_data, exclude=exclude)
+        except ValueError as err:
+            raise ElmoWeightsError(f"component '{self.name}': cannot load its model from bytes: {err}") from None
+
+    @property
+    def trains_bilm(self) -> bool:
+        """Whether any listener fine-tunes the biLM (grad_factor > 0); else it is frozen."""
+        return any(listener.attrs.get("grad_factor", 0) for listener in self.listeners)
 
     def listener_mix_weights(self) -> Dict[str, List[Dict[str, Any]]]:
         """The learned scalar-mix weights and gamma of each listening component."""
@@ -198,7 +217,8 @@ class ElmoComponent(TrainablePipe):
         weights: Optional[Callable[[], Any]] = None,
     ) -> None:
         """Load the weights: ``weights`` (a loader from [initialize.components.elmo]),
-        else the component's own options_file/weight_file/bilm_dir."""
+        else the component's own options_file/weight_file/bilm_dir, else the bundled
+        default English biLM (``spacy_elmo/data/default_bilm``)."""
         validate_get_examples(get_examples, "ElmoComponent.initialize")
         if weights is not None:
             self._set_weights(weights())

@@ -1,6 +1,7 @@
 """Pretraining and fine-tuning the biLM on your own text (``python -m spacy_elmo pretrain``)."""
-from .config import DEFAULT_CONFIG, PretrainConfigError, load_config
-from .corpus import Corpus, PretrainDataError
+from ..errors import PretrainConfigError, PretrainDataError
+from .config import DEFAULT_CONFIG, load_config
+from .corpus import Corpus
 from .train import pretrain
 from .vocab import Vocabulary
 

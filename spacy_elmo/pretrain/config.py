@@ -11,10 +11,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from confection import Config
 
-from ..bilm import ElmoError, ElmoOptions
+import srsly
+
+from ..bilm import ElmoOptions, preset
+from ..errors import PretrainConfigError
 from ..bilm.lm_head import SOFTMAX_KINDS
 
-DEFAULT_CONFIG = """
+_DEFAULT_CONFIG_TEMPLATE = """
 [paths]
 train = null
 dev = null
@@ -50,19 +53,7 @@ max_dev_sentences = 2000
 min_count = 1
 max_size = 50000
 
-[model]
-char_dim = 16
-filters = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
-n_highway = 1
-projection_dim = 128
-lstm_dim = 1024
-n_layers = 2
-cell_clip = 3.0
-proj_clip = 3.0
-use_skip_connections = true
-activation = "relu"
-max_characters_per_token = 50
-
+{model_section}
 [training]
 max_steps = 10000
 # Tokens per batch per process (boundaries not counted).
@@ -101,10 +92,6 @@ RESUMABLE_CHANGES = (
     "corpus.max_dev_sentences",
     "paths.dev",
 )
-
-
-class PretrainConfigError(ElmoError):
-    """A pretraining config that cannot be used."""
 
 
 def load_config(path: Optional[Union[str, Path]], overrides: Optional[Dict[str, Any]] = None) -> Config:
@@ -174,11 +161,8 @@ def validate(config: Config) -> None:
     model_options(config)  # the [model] sizes, checked by ElmoOptions
 
 
-# [model] settings: the ElmoOptions fields of the same names.
-MODEL_KEYS = (
-    "char_dim", "filters", "n_highway", "projection_dim", "lstm_dim", "n_layers", "cell_clip", "proj_clip",
-    "use_skip_connections", "activation", "max_characters_per_token",
-)
+# [model] settings: the ElmoOptions fields that shape the network, by the same names.
+MODEL_KEYS = tuple(ElmoOptions.architecture_names())
 
 
 def model_options(config: Config) -> ElmoOptions:
@@ -222,3 +206,12 @@ class Schedule:
         if self.warmup_steps and step < self.warmup_steps:
             return self.learn_rate * (step + 1) / self.warmup_steps
         return self.learn_rate
+
+
+def _model_section_text(options: ElmoOptions) -> str:
+    lines = [f"{key} = {srsly.json_dumps(value)}" for key, value in model_section(options).items()]
+    return "[model]\n" + "\n".join(lines) + "\n"
+
+
+# The defaults of every setting; [model]: the published small biLM (2x1024_128_2048cnn_1xhighway).
+DEFAULT_CONFIG = _DEFAULT_CONFIG_TEMPLATE.replace("{model_section}", _model_section_text(preset("small")))

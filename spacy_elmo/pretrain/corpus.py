@@ -14,15 +14,12 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 
 import numpy
 
-from ..bilm import ElmoError
+
 from ..bilm.char_ids import BOS_TOKEN, EOS_TOKEN, token_char_ids
-from ..textio import iter_utf8_lines
+from ..errors import PretrainDataError
+from ..io import iter_utf8_lines, update_sha256
 
 BOS_TYPE, EOS_TYPE = 0, 1
-
-
-class PretrainDataError(ElmoError):
-    """Pretraining text that cannot be read or holds nothing to train on."""
 
 
 def input_files(path: Union[str, Path]) -> List[Path]:
@@ -45,9 +42,7 @@ def inputs_sha256(path: Union[str, Path]) -> str:
     digest = hashlib.sha256()
     for file in input_files(path):
         digest.update(file.name.encode("utf8") + b"\0")
-        with file.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
+        update_sha256(digest, file)
     return digest.hexdigest()
 
 

@@ -22,11 +22,11 @@ import numpy
 import torch
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.atomic import atomic_path
+from ..io import atomic_path, read_jsonl
 from ..bilm.lm_head import head_arrays, load_head_arrays
 from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.weights import write_weights
-from .corpus import PretrainDataError
+from ..errors import PretrainDataError
 
 CONFIG_NAME = "config.cfg"
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -90,28 +90,9 @@ def import_softmax(head: torch.nn.Module, path: Path) -> None:
     load_head_arrays(head, read_softmax_arrays(path), str(path))
 
 
-def append_metrics(path: Path, records: List[Dict[str, Any]]) -> None:
-    with path.open("a", encoding="utf8") as f:
-        for record in records:
-            f.write(json.dumps(record) + "\n")
-        f.flush()
-
-
-def read_metrics(path: Path) -> List[Dict[str, Any]]:
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # a line cut by a kill: everything after it is redone
-    return records
-
-
 def truncate_metrics(path: Path, last_step: int) -> None:
     """Drop records past the checkpoint a run resumes from: those steps run again."""
-    records = [r for r in read_metrics(path) if r.get("step", 0) <= last_step]
+    records = [r for r in read_jsonl(path) if r.get("step", 0) <= last_step]
     with atomic_path(path) as tmp:
         tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf8")
 

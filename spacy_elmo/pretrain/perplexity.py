@@ -6,8 +6,10 @@ from ..bilm import ElmoBiLM
 from ..bilm.language_model import BidirectionalLM
 from ..bilm.lm_head import build_lm_head
 from .outputs import SOFTMAX_NAME, VOCAB_NAME, import_softmax, read_softmax_arrays, read_softmax_settings
-from .corpus import Corpus, PretrainDataError
-from .train import TrainingData, dev_nll, held_out_losses, perplexities
+from ..errors import PretrainDataError
+from .corpus import Corpus
+from .data import TrainingData
+from .evaluation import dev_nll, held_out_figures
 from .vocab import Vocabulary
 
 
@@ -40,7 +42,7 @@ def perplexity(bilm_dir: Union[str, Path], text: Union[str, Path], text_format: 
                             role="scored")
     data = TrainingData(corpus, [], sentences, vocab, vocab.ids(corpus.types))
     figures = dev_nll(lm, data)
-    result = held_out_losses(*figures) if lm.head.kind == "vmf" else perplexities(*figures)
+    result = held_out_figures(lm.head.kind, figures)
     result["unknown_rate"] = data.unknown_rate(sentences)
     result["sentences"] = len(sentences)
     return result

@@ -10,7 +10,7 @@ from typing import Tuple, Union
 
 import numpy
 
-from .corpus import PretrainDataError
+from ..errors import PretrainDataError
 from .vocab import Vocabulary
 
 

@@ -15,7 +15,7 @@ import sys
 import time
 import warnings
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -28,21 +28,21 @@ from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.language_model import BidirectionalLM
 from ..bilm.model import OPTIONS_NAME
 from ..bilm.lm_head import NORMALISED_KINDS, build_lm_head
-from .batches import epoch_batches, make_batch
+from .batches import epoch_batches
 from .outputs import (
     CHECKPOINT_NAME, CONFIG_NAME, CURVE_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME,
-    append_metrics, export_bilm, export_softmax, load_checkpoint, plot_curve, read_metrics, save_checkpoint,
+    export_bilm, export_softmax, load_checkpoint, plot_curve, save_checkpoint,
     truncate_metrics,
 )
 from .config import PretrainConfigError, Schedule, config_differences, model_options, model_section
-from .corpus import Corpus, PretrainDataError, inputs_sha256
+from .corpus import inputs_sha256
+from .data import TrainingData, read_data
+from .evaluation import dev_nll, dev_record, held_out_figures, unknown_rate_warning
+from ..errors import PretrainDataError
+from ..io import append_jsonl, read_jsonl
 from .target_vectors import target_vectors
-from .vocab import UNK_ID, Vocabulary
-from .warm_start import WarmStart, extended_vocab, read_init_dir, transfer_head
-
-# Sentences per batch when computing dev perplexity.
-EVAL_BATCH_SENTENCES = 64
-
+from .vocab import Vocabulary
+from .warm_start import WarmStart, read_init_dir, transfer_head
 
 def say(message: str) -> None:
     """A line for the person running the job, on stderr (with or without the progress bar)."""
@@ -110,56 +110,6 @@ def choose_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-@dataclass
-class TrainingData:
-    corpus: Corpus
-    train: List[numpy.ndarray]
-    dev: List[numpy.ndarray]
-    vocab: Vocabulary
-    type_words: numpy.ndarray  # corpus type -> vocabulary id
-
-    def batch(self, sentences: List[numpy.ndarray]):
-        return make_batch(sentences, self.corpus.type_chars, self.type_words)
-
-    def unknown_rate(self, sentences: List[numpy.ndarray]) -> float:
-        """The share of the sentences' words outside the vocabulary (scored as <UNK>)."""
-        words = sum(len(s) for s in sentences)
-        unknown = sum(int((self.type_words[s] == UNK_ID).sum()) for s in sentences)
-        return unknown / words if words else 0.0
-
-
-# Above this share of <UNK> words, a perplexity says little about the text: say so.
-UNKNOWN_RATE_WARNING = 0.10
-
-
-def unknown_rate_warning(rate: float, what: str) -> Optional[str]:
-    if rate <= UNKNOWN_RATE_WARNING:
-        return None
-    return (f"{rate:.1%} of the words of {what} are outside the biLM's vocabulary and scored as <UNK>: "
-            "the perplexity mostly measures how well <UNK> is predicted, not the text")
-
-
-def read_data(config: Config, output_dir: Path, resuming: bool, max_chars: int,
-              warm: Optional[WarmStart] = None) -> TrainingData:
-    paths, corpus_cfg, vocab_cfg = config["paths"], config["corpus"], config["vocab"]
-    corpus = Corpus(max_chars)
-    read = dict(text_format=corpus_cfg["text_format"], lang=corpus_cfg["lang"],
-                max_sentence_length=corpus_cfg["max_sentence_length"])
-    train = corpus.read(paths["train"], **read)
-    dev = corpus.read(paths["dev"], max_sentences=corpus_cfg["max_dev_sentences"], role="dev", **read) if paths["dev"] else []
-    if resuming:
-        vocab = Vocabulary.from_file(output_dir / VOCAB_NAME)
-    elif paths["vocab"]:
-        vocab = Vocabulary.from_file(paths["vocab"])
-    elif warm is not None and warm.vocab is not None:
-        vocab = extended_vocab(warm.vocab, corpus.types, corpus.type_counts(train), vocab_cfg["min_count"],
-                               max(vocab_cfg["max_size"], len(warm.vocab)))
-    else:
-        counts = corpus.type_counts(train)
-        vocab = Vocabulary.build(corpus.types, counts, vocab_cfg["min_count"], vocab_cfg["max_size"])
-    return TrainingData(corpus, train, dev, vocab, vocab.ids(corpus.types))
-
-
 def build_language_model(config: Config, options: ElmoOptions, vocab: Vocabulary,
                          warm: Optional[WarmStart] = None) -> BidirectionalLM:
     """The biLM (fresh, fine-tuned from published files, or warm-started) and its LM head."""
@@ -212,50 +162,6 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch, 
     return float(forward_nll.detach()), float(backward_nll.detach()), n
 
 
-def dev_nll(lm: BidirectionalLM, data: TrainingData) -> Tuple[float, float, int]:
-    """Exact summed NLL of the dev sentences (full normalisation, no dropout)."""
-    was_training = lm.training
-    lm.eval()
-    forward = backward = 0.0
-    count = 0
-    order = sorted(range(len(data.dev)), key=lambda i: len(data.dev[i]))
-    for start in range(0, len(order), EVAL_BATCH_SENTENCES):
-        batch = data.batch([data.dev[i] for i in order[start : start + EVAL_BATCH_SENTENCES]])
-        f, b, n = lm.exact_nll(*batch)
-        forward, backward, count = forward + f, backward + b, count + n
-    lm.train(was_training)
-    return forward, backward, count
-
-
-def perplexities(forward: float, backward: float, count: int) -> Dict[str, float]:
-    return {
-        "forward": math.exp(forward / count),
-        "backward": math.exp(backward / count),
-        # exp of the mean loss: the geometric mean of the two.
-        "mean": math.exp((forward + backward) / (2 * count)),
-        "predictions_per_direction": count,
-    }
-
-
-def held_out_losses(forward: float, backward: float, count: int) -> Dict[str, float]:
-    """A vmf head's figures: mean losses per prediction (it has no word probabilities, so no perplexity)."""
-    return {
-        "forward_loss": forward / count, "backward_loss": backward / count,
-        "mean_loss": (forward + backward) / (2 * count), "predictions_per_direction": count,
-    }
-
-
-def dev_record(kind: str, step: int, figures: Tuple[float, float, int]) -> Dict[str, float]:
-    """The metrics.jsonl record of one dev evaluation."""
-    if kind not in NORMALISED_KINDS:
-        losses = held_out_losses(*figures)
-        return {"step": step, "dev_loss": losses["mean_loss"], "dev_forward_loss": losses["forward_loss"],
-                "dev_backward_loss": losses["backward_loss"]}
-    ppl = perplexities(*figures)
-    return {"step": step, "dev_perplexity": ppl["mean"], "dev_forward_perplexity": ppl["forward"],
-            "dev_backward_perplexity": ppl["backward"]}
-
-
 def resolve_precision(precision: str, device: torch.device) -> str:
     """``auto``: bf16 where the device has it natively, else fp32."""
     if precision != "auto":
@@ -276,11 +182,6 @@ def _set_rng_state(state: Dict[str, Any], device: torch.device) -> None:
     torch.set_rng_state(state["cpu"])
     if device.type == "cuda" and "cuda" in state:
         torch.cuda.set_rng_state(state["cuda"], device)
-
-
-def log_window(start: float) -> Dict[str, float]:
-    """What is summed between two metrics records."""
-    return {"forward": 0.0, "backward": 0.0, "predictions": 0.0, "tokens": 0.0, "start": start}
 
 
 def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
@@ -307,184 +208,282 @@ def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
     return config, True
 
 
-def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bool = True) -> Dict[str, Any]:
-    """Train (or resume training) a biLM; returns a summary of the run."""
+def make_autocast(setting: str, device: torch.device, dist: Distributed):
+    """The context each training step runs in: bf16 autocast or nothing."""
+    precision = resolve_precision(setting, device)
+    if setting == "auto" and dist.is_main:
+        say(f"training.precision = auto: {precision} on {device}")
+    if precision == "bf16" and device.type == "cpu" and not native_cpu_bf16():
+        warnings.warn("training.precision = bf16 on a CPU without native bf16 (AVX512-BF16/AMX): torch emulates "
+                      "it and training is many times slower than fp32; use fp32 here", stacklevel=3)
+    return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
+
+
+# -- the run: state, steps, logging, evaluation, checkpoints -----------------
+@dataclass
+class Progress:
+    """Where a run stands: what a checkpoint saves beside the weights."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0  # batches of the epoch this process has taken
+    elapsed: float = 0.0  # training seconds of earlier sittings
+    tokens_seen: int = 0
+
+
+@dataclass
+class LogWindow:
+    """What is summed between two metrics records."""
+
+    start: float
+    forward: float = 0.0
+    backward: float = 0.0
+    predictions: float = 0.0
+    tokens: float = 0.0
+
+
+@dataclass
+class Run:
+    """One process's pretraining run: what the loop's steps share."""
+
+    config: Config
+    output_dir: Path
+    device: torch.device
+    dist: Distributed
+    data: TrainingData
+    lm: BidirectionalLM
+    optimizer: torch.optim.Optimizer
+    train_sha256: str
+    model: torch.nn.Module = None  # the lm, or its DistributedDataParallel wrapper
+    progress: Progress = field(default_factory=Progress)
+    started: float = field(default_factory=time.perf_counter)  # of this sitting's training
+    last_checkpoint: float = 0.0
+    window: LogWindow = None
+    batches: List[numpy.ndarray] = field(default_factory=list)  # the current epoch's
+    per_process: int = 0
+
+    @property
+    def training(self) -> Dict[str, Any]:
+        return self.config["training"]
+
+    def seconds(self) -> float:
+        """Training seconds of every sitting so far."""
+        return self.progress.elapsed + (time.perf_counter() - self.started)
+
+
+def start_run(config: Config, output_dir: Path, device: str) -> Tuple[Run, Optional[WarmStart]]:
+    """Read the data, build the model and optimizer, and resume the checkpoint if there is one."""
     torch_device = choose_device(device)
-    dist_info = setup_distributed(torch_device)
-    t = config["training"]
+    dist = setup_distributed(torch_device)
     if config["system"]["threads"]:
         torch.set_num_threads(config["system"]["threads"])
-    output_dir = Path(output_dir)
     config, resuming = resolve_config(config, output_dir)
     options = model_options(config)
     warm = read_init_dir(config["paths"]["init_dir"]) if config["paths"]["init_dir"] and not resuming else None
     data = read_data(config, output_dir, resuming, options.max_characters_per_token, warm)
-    train_sha256 = inputs_sha256(config["paths"]["train"])
-
     seed = config["system"]["seed"]
     torch.manual_seed(seed)  # the same initial weights in every process
     lm = build_language_model(config, options, data.vocab, warm).to(torch_device)
-    optimizer = make_optimizer(config, lm)
-    schedule = Schedule(t["learn_rate"], t["warmup_steps"])
+    run = Run(config, output_dir, torch_device, dist, data, lm, make_optimizer(config, lm),
+              inputs_sha256(config["paths"]["train"]))
     # Dropout and negative samples differ between processes.
-    torch.manual_seed(seed * 1_000_003 + dist_info.rank + 1)
-
-    step, epoch, position, elapsed, tokens_seen = 0, 0, 0, 0.0, 0
-    if resuming:
-        state = load_checkpoint(output_dir / CHECKPOINT_NAME)
-        if state["world_size"] != dist_info.world_size:
-            raise PretrainConfigError(
-                f"{output_dir / CHECKPOINT_NAME} was written by {state['world_size']} process(es); "
-                f"resume it with the same number, not {dist_info.world_size}"
-            )
-        if state["train_sha256"] != train_sha256:
-            raise PretrainConfigError(
-                f"{output_dir} holds a checkpoint trained on other text: {config['paths']['train']} changed "
-                "since; use a fresh output directory (or restore the text to resume)"
-            )
-        lm.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        _set_rng_state(state["rng"][dist_info.rank], torch_device)
-        step, epoch, position, elapsed = state["step"], state["epoch"], state["position"], state["elapsed"]
-        tokens_seen = state["tokens_seen"]
-        if dist_info.is_main:
-            remove_stale_temporaries(output_dir)
-            truncate_metrics(output_dir / METRICS_NAME, step)
-            config.to_disk(output_dir / CONFIG_NAME)  # differs at most in resumable settings
-            say(f"{output_dir}: already trained to step {step} = training.max_steps; nothing to do "
-                "(give a larger --training.max_steps to train on)" if step >= t["max_steps"] else
-                f"{output_dir}: resuming from step {step} (of {t['max_steps']}), {tokens_seen:,} tokens seen")
-    elif dist_info.is_main:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        for name in (METRICS_NAME, CURVE_NAME):
-            if (output_dir / name).exists():
-                (output_dir / name).unlink()
-        config.to_disk(output_dir / CONFIG_NAME)
-        data.vocab.to_file(output_dir / VOCAB_NAME)
-
-    model: torch.nn.Module = lm
-    if dist_info.world_size > 1:
+    torch.manual_seed(seed * 1_000_003 + dist.rank + 1)
+    restore(run) if resuming else start_outputs(run)
+    run.model = lm
+    if dist.world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        model = DistributedDataParallel(lm, device_ids=[torch_device.index] if torch_device.type == "cuda" else None)
+        run.model = DistributedDataParallel(lm, device_ids=[torch_device.index] if torch_device.type == "cuda" else None)
+    run.batches, run.per_process = epoch_plan(run, run.progress.epoch)
+    return run, warm
 
-    lengths = [len(s) for s in data.train]
 
-    def batches_of_epoch(epoch: int) -> Tuple[List[numpy.ndarray], int]:
-        """The epoch's batches and how many each process takes: the count
-        differs between epochs, since each epoch shuffles before batching."""
-        batches = epoch_batches(lengths, t["batch_size"], seed, epoch)
-        per_process = len(batches) // dist_info.world_size
-        if per_process == 0:
-            raise PretrainDataError(
-                f"{config['paths']['train']}: {len(batches)} batch(es) per epoch cannot feed "
-                f"{dist_info.world_size} processes"
-            )
-        return batches, per_process
+def restore(run: Run) -> None:
+    """Continue from the checkpoint: weights, optimizer, this process's RNG, progress."""
+    path = run.output_dir / CHECKPOINT_NAME
+    state = load_checkpoint(path)
+    if state["world_size"] != run.dist.world_size:
+        raise PretrainConfigError(f"{path} was written by {state['world_size']} process(es); "
+                                  f"resume it with the same number, not {run.dist.world_size}")
+    if state["train_sha256"] != run.train_sha256:
+        raise PretrainConfigError(
+            f"{run.output_dir} holds a checkpoint trained on other text: {run.config['paths']['train']} changed "
+            "since; use a fresh output directory (or restore the text to resume)"
+        )
+    run.lm.load_state_dict(state["model"])
+    run.optimizer.load_state_dict(state["optimizer"])
+    _set_rng_state(state["rng"][run.dist.rank], run.device)
+    run.progress = Progress(state["step"], state["epoch"], state["position"], state["elapsed"], state["tokens_seen"])
+    if run.dist.is_main:
+        remove_stale_temporaries(run.output_dir)
+        truncate_metrics(run.output_dir / METRICS_NAME, run.progress.step)
+        run.config.to_disk(run.output_dir / CONFIG_NAME)  # differs at most in resumable settings
+        step, max_steps = run.progress.step, run.training["max_steps"]
+        say(f"{run.output_dir}: already trained to step {step} = training.max_steps; nothing to do "
+            "(give a larger --training.max_steps to train on)" if step >= max_steps else
+            f"{run.output_dir}: resuming from step {step} (of {max_steps}), {run.progress.tokens_seen:,} tokens seen")
 
-    batches, per_process = batches_of_epoch(epoch)
-    precision = resolve_precision(t["precision"], torch_device)
-    autocast = (torch.autocast(torch_device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext())
-    if t["precision"] == "auto" and dist_info.is_main:
-        say(f"training.precision = auto: {precision} on {torch_device}")
-    if precision == "bf16" and torch_device.type == "cpu" and not native_cpu_bf16():
-        warnings.warn("training.precision = bf16 on a CPU without native bf16 (AVX512-BF16/AMX): torch emulates "
-                      "it and training is many times slower than fp32; use fp32 here", stacklevel=2)
-    extra_options = {"bidirectional": True, "n_tokens_vocab": len(data.vocab), "dropout": t["dropout"],
-                     "n_train_tokens": int(sum(lengths)), "batch_size_tokens": t["batch_size"]}
 
-    def save(step: int) -> None:
-        rng = dist_info.gather(_rng_state(torch_device))
-        # Tokens of steps not yet logged count too: a resumed run starts a fresh log window.
-        pending = int(dist_info.sum(window["tokens"])[0])
-        if not dist_info.is_main:
-            return
-        save_checkpoint(output_dir / CHECKPOINT_NAME, {
-            "model": lm.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "epoch": epoch,
-            "position": position, "elapsed": elapsed + (time.perf_counter() - started), "rng": rng,
-            "world_size": dist_info.world_size, "train_sha256": train_sha256, "tokens_seen": tokens_seen + pending,
-        })
-        export_bilm(lm.bilm, output_dir, extra_options)
-        export_softmax(lm.head, output_dir / SOFTMAX_NAME)
-        plot_curve(read_metrics(output_dir / METRICS_NAME), output_dir / CURVE_NAME)
+def start_outputs(run: Run) -> None:
+    """A fresh run's output directory: its config and vocabulary, no stale log."""
+    if not run.dist.is_main:
+        return
+    run.output_dir.mkdir(parents=True, exist_ok=True)
+    for name in (METRICS_NAME, CURVE_NAME):
+        (run.output_dir / name).unlink(missing_ok=True)
+    run.config.to_disk(run.output_dir / CONFIG_NAME)
+    run.data.vocab.to_file(run.output_dir / VOCAB_NAME)
 
-    def evaluate(step: int) -> Optional[Dict[str, float]]:
-        if not (dist_info.is_main and data.dev):
-            return None
-        figures = dev_nll(lm, data)
-        append_metrics(output_dir / METRICS_NAME, [dev_record(lm.head.kind, step, figures)])
-        return (perplexities if lm.head.kind in NORMALISED_KINDS else held_out_losses)(*figures)
 
-    started = time.perf_counter()
-    last_checkpoint = started
-    window = log_window(started)
-    bar = tqdm(total=t["max_steps"], initial=step, unit="step", disable=not (progress and dist_info.is_main),
-               dynamic_ncols=True, desc="pretrain")
-    last_dev: Optional[Dict[str, float]] = None
-    lm.train()
-    start_step = step
-    if dist_info.is_main and data.dev and lm.head.kind in NORMALISED_KINDS:
-        warning = unknown_rate_warning(data.unknown_rate(data.dev), f"the dev text {config['paths']['dev']}")
+def epoch_plan(run: Run, epoch: int) -> Tuple[List[numpy.ndarray], int]:
+    """The epoch's batches and how many each process takes: the count differs
+    between epochs, since each epoch shuffles before batching."""
+    lengths = [len(s) for s in run.data.train]
+    batches = epoch_batches(lengths, run.training["batch_size"], run.config["system"]["seed"], epoch)
+    per_process = len(batches) // run.dist.world_size
+    if per_process == 0:
+        raise PretrainDataError(f"{run.config['paths']['train']}: {len(batches)} batch(es) per epoch cannot feed "
+                                f"{run.dist.world_size} processes")
+    return batches, per_process
+
+
+def next_sentences(run: Run) -> List[numpy.ndarray]:
+    """This process's next batch (batches r, r+N, ... of each epoch), starting a new epoch when due."""
+    progress = run.progress
+    if progress.position >= run.per_process:
+        progress.epoch, progress.position = progress.epoch + 1, 0
+        run.batches, run.per_process = epoch_plan(run, progress.epoch)
+    batch = run.batches[progress.position * run.dist.world_size + run.dist.rank]
+    progress.position += 1
+    return [run.data.train[i] for i in batch]
+
+
+def train_one_step(run: Run, schedule: Schedule, autocast) -> float:
+    """One update; returns its learning rate."""
+    t = run.training
+    sentences = next_sentences(run)
+    learn_rate = schedule(run.progress.step)
+    for group in run.optimizer.param_groups:
+        group["lr"] = learn_rate
+    forward, backward, n = train_step(run.model, run.optimizer, run.data.batch(sentences), t["dropout"],
+                                      t["grad_clip"], autocast)
+    run.progress.step += 1
+    window = run.window
+    window.forward += forward
+    window.backward += backward
+    window.predictions += n
+    window.tokens += sum(len(s) for s in sentences)
+    return learn_rate
+
+
+def log_metrics(run: Run, learn_rate: float) -> Dict[str, Any]:
+    """The window's record (summed over processes), appended to metrics.jsonl; opens a new window."""
+    w = run.window
+    forward, backward, predictions, tokens = run.dist.sum(w.forward, w.backward, w.predictions, w.tokens)
+    now = time.perf_counter()
+    run.progress.tokens_seen += int(tokens)
+    predictions = max(predictions, 1)
+    mean_loss = (forward + backward) / (2 * predictions)
+    record = {
+        "step": run.progress.step, "epoch": run.progress.epoch, "loss": mean_loss,
+        "forward_loss": forward / predictions, "backward_loss": backward / predictions,
+        "perplexity": math.exp(mean_loss) if run.lm.head.kind in NORMALISED_KINDS else None,
+        "tokens_per_sec": tokens / max(now - w.start, 1e-9), "tokens": run.progress.tokens_seen,
+        "learn_rate": learn_rate, "elapsed": run.progress.elapsed + (now - run.started),
+    }
+    if run.dist.is_main:
+        append_jsonl(run.output_dir / METRICS_NAME, [record])
+    run.window = LogWindow(now)
+    return record
+
+
+def evaluate(run: Run) -> Optional[Dict[str, float]]:
+    """Dev figures now (main process, with dev text), also appended to metrics.jsonl."""
+    if not (run.dist.is_main and run.data.dev):
+        return None
+    kind = run.lm.head.kind
+    figures = dev_nll(run.lm, run.data)
+    append_jsonl(run.output_dir / METRICS_NAME, [dev_record(kind, run.progress.step, figures)])
+    return held_out_figures(kind, figures)
+
+
+def checkpoint_due(run: Run) -> bool:
+    t = run.training
+    due = run.progress.step % t["checkpoint_every_steps"] == 0
+    overdue = time.perf_counter() - run.last_checkpoint >= 60 * t["checkpoint_every_minutes"]
+    # Every process must agree (and so take part in the sum), since saving gathers their RNG states.
+    return run.dist.sum(float(overdue))[0] > 0 or due
+
+
+def save(run: Run) -> None:
+    """Checkpoint, and the biLM, softmax and curve as they are now."""
+    rng = run.dist.gather(_rng_state(run.device))
+    # Tokens of steps not yet logged count too: a resumed run starts a fresh log window.
+    pending = int(run.dist.sum(run.window.tokens)[0])
+    run.last_checkpoint = time.perf_counter()
+    if not run.dist.is_main:
+        return
+    p, t = run.progress, run.training
+    save_checkpoint(run.output_dir / CHECKPOINT_NAME, {
+        "model": run.lm.state_dict(), "optimizer": run.optimizer.state_dict(), "step": p.step, "epoch": p.epoch,
+        "position": p.position, "elapsed": run.seconds(), "rng": rng, "world_size": run.dist.world_size,
+        "train_sha256": run.train_sha256, "tokens_seen": p.tokens_seen + pending,
+    })
+    export_bilm(run.lm.bilm, run.output_dir, {
+        "bidirectional": True, "n_tokens_vocab": len(run.data.vocab), "dropout": t["dropout"],
+        "n_train_tokens": int(sum(len(s) for s in run.data.train)), "batch_size_tokens": t["batch_size"],
+    })
+    export_softmax(run.lm.head, run.output_dir / SOFTMAX_NAME)
+    plot_curve(read_jsonl(run.output_dir / METRICS_NAME), run.output_dir / CURVE_NAME)
+
+
+def before_training(run: Run, warm: Optional[WarmStart]) -> Optional[Dict[str, float]]:
+    """The dev text's unknown-word warning; a warm start's starting dev figure."""
+    data = run.data
+    if run.dist.is_main and data.dev and run.lm.head.kind in NORMALISED_KINDS:
+        warning = unknown_rate_warning(data.unknown_rate(data.dev), f"the dev text {run.config['paths']['dev']}")
         if warning:
             say(f"warning: {warning}")
-    if warm is not None and step == 0:
+    if warm is not None and run.progress.step == 0:
         # Where the warm start begins: with the same vocabulary, the exported biLM's own dev figure.
-        last_dev = evaluate(0)
-    while step < t["max_steps"]:
-        if position >= per_process:
-            epoch, position = epoch + 1, 0
-            batches, per_process = batches_of_epoch(epoch)
-        sentences = [data.train[i] for i in batches[position * dist_info.world_size + dist_info.rank]]
-        position += 1
-        learn_rate = schedule(step)
-        for group in optimizer.param_groups:
-            group["lr"] = learn_rate
-        forward_nll, backward_nll, n = train_step(model, optimizer, data.batch(sentences), t["dropout"],
-                                                  t["grad_clip"], autocast)
-        step += 1
-        window["forward"] += forward_nll
-        window["backward"] += backward_nll
-        window["predictions"] += n
-        window["tokens"] += sum(len(s) for s in sentences)
-        bar.update(1)
+        return evaluate(run)
+    return None
 
+
+def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bool = True) -> Dict[str, Any]:
+    """Train (or resume training) a biLM; returns a summary of the run."""
+    run, warm = start_run(config, Path(output_dir), device)
+    t = run.training
+    schedule = Schedule(t["learn_rate"], t["warmup_steps"])
+    autocast = make_autocast(t["precision"], run.device, run.dist)
+    run.started = run.last_checkpoint = time.perf_counter()
+    run.window = LogWindow(run.started)
+    bar = tqdm(total=t["max_steps"], initial=run.progress.step, unit="step", dynamic_ncols=True, desc="pretrain",
+               disable=not (progress and run.dist.is_main))
+    run.lm.train()
+    start_step = run.progress.step
+    last_dev = before_training(run, warm)
+    while run.progress.step < t["max_steps"]:
+        learn_rate = train_one_step(run, schedule, autocast)
+        bar.update(1)
+        step = run.progress.step
         if step % t["log_every_steps"] == 0 or step == t["max_steps"]:
-            fwd, bwd, predictions, tokens = dist_info.sum(window["forward"], window["backward"],
-                                                          window["predictions"], window["tokens"])
-            now = time.perf_counter()
-            tokens_seen += int(tokens)
-            predictions = max(predictions, 1)
-            mean_loss = (fwd + bwd) / (2 * predictions)
-            record = {
-                "step": step, "epoch": epoch, "loss": mean_loss, "forward_loss": fwd / predictions,
-                "backward_loss": bwd / predictions,
-                "perplexity": math.exp(mean_loss) if lm.head.kind in NORMALISED_KINDS else None,
-                "tokens_per_sec": tokens / max(now - window["start"], 1e-9), "tokens": tokens_seen,
-                "learn_rate": learn_rate,
-                "elapsed": elapsed + (now - started),
-            }
-            if dist_info.is_main:
-                append_metrics(output_dir / METRICS_NAME, [record])
-                bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{record['tokens_per_sec']:.0f}")
-            window = log_window(now)
+            record = log_metrics(run, learn_rate)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_sec']:.0f}")
         if step % t["eval_every_steps"] == 0 and step < t["max_steps"]:
-            last_dev = evaluate(step) or last_dev
-        due = step % t["checkpoint_every_steps"] == 0
-        overdue = time.perf_counter() - last_checkpoint >= 60 * t["checkpoint_every_minutes"]
-        # Every process must agree, since saving gathers their RNG states.
-        if (dist_info.sum(float(overdue))[0] > 0 or due) and step < t["max_steps"]:
-            save(step)
-            last_checkpoint = time.perf_counter()
+            last_dev = evaluate(run) or last_dev
+        if checkpoint_due(run) and step < t["max_steps"]:
+            save(run)
     bar.close()
-    if step > start_step:  # else a finished run was re-run: nothing new to record
-        last_dev = evaluate(step) or last_dev
-        save(step)
-    if dist_info.world_size > 1:
+    if run.progress.step > start_step:  # else a finished run was re-run: nothing new to record
+        last_dev = evaluate(run) or last_dev
+        save(run)
+    if run.dist.world_size > 1:
         import torch.distributed as dist
 
         dist.barrier()
     return {
-        "steps": step, "epochs_completed": epoch, "vocab_size": len(data.vocab),
-        "train_sentences": len(data.train), "dev_perplexity": last_dev, "output_dir": str(output_dir),
-        "seconds": elapsed + (time.perf_counter() - started), "rank": dist_info.rank,
+        "steps": run.progress.step, "epochs_completed": run.progress.epoch, "vocab_size": len(run.data.vocab),
+        "train_sentences": len(run.data.train), "dev_perplexity": last_dev, "output_dir": str(run.output_dir),
+        "seconds": run.seconds(), "rank": run.dist.rank,
     }

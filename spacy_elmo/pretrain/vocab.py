@@ -8,8 +8,8 @@ from typing import Dict, List, Sequence, Union
 import numpy
 
 from ..bilm.char_ids import BOS_TOKEN, EOS_TOKEN
-from ..textio import iter_utf8_lines
-from .corpus import PretrainDataError
+from ..errors import PretrainDataError
+from ..io import iter_utf8_lines
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)

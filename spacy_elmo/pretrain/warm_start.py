@@ -19,7 +19,7 @@ import numpy
 import torch
 
 from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
-from .corpus import PretrainDataError
+from ..errors import PretrainDataError
 from .outputs import SOFTMAX_NAME, VOCAB_NAME, read_softmax_arrays, read_softmax_settings
 from .vocab import SPECIAL_TOKENS, Vocabulary
 
