@@ -45,6 +45,7 @@ setup(
         "spacy_loggers": ["spacy-elmo.TrainingLog.v1 = spacy_elmo.training_log:training_log_v1"],
         "spacy_misc": [
             "spacy-elmo.WeightsFromFiles.v1 = spacy_elmo.loaders:weights_from_files_v1",
+            "spacy-elmo.WeightsOrDefault.v1 = spacy_elmo.loaders:weights_or_default_v1",
             "spacy-elmo.WeightsFromDir.v1 = spacy_elmo.loaders:weights_from_dir_v1",
             "spacy-elmo.DefaultWeights.v1 = spacy_elmo.loaders:default_weights_v1",
         ],

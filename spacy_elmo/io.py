@@ -4,9 +4,22 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Type
+from typing import Any, Dict, Iterable, Iterator, List, Type, Union
+
+from .errors import ElmoFileNotFoundError
 
 _BLOCK = 1 << 20
+
+
+def require_file(path: Union[str, Path], what: str, hint: str = "") -> Path:
+    """``path`` as a Path if it is a file; else an error that says whether it is
+    missing or a directory (``hint``: what to give instead of a directory)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ElmoFileNotFoundError(f"{what} {path} is a directory, not a file{hint}")
+    if not path.is_file():
+        raise ElmoFileNotFoundError(f"{what} not found: {path}")
+    return path
 
 
 @contextmanager

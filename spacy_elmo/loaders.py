@@ -8,7 +8,11 @@ from typing import Callable, Optional, Union
 
 from spacy.util import registry
 
-from .bilm import ElmoBiLM, ElmoError
+from .bilm import ElmoBiLM
+from .bilm.model import OPTIONS_NAME, WEIGHTS_NAME
+from .bilm.options import BILM_DIR_HINT
+from .errors import ElmoError, ElmoFileNotFoundError
+from .io import require_file
 
 PathLike = Union[str, Path]
 # The English biLM that ships with the package (built by the project's `all` workflow).
@@ -37,6 +41,30 @@ def load_bilm(
 def weights_from_files_v1(options_file: str, weight_file: str) -> Callable[[], ElmoBiLM]:
     """bilm-tf / AllenNLP ``options.json`` + ``weights.hdf5``."""
     return lambda: load_bilm(options_file=options_file, weight_file=weight_file)
+
+
+@registry.misc("spacy-elmo.WeightsOrDefault.v1")
+def weights_or_default_v1(options_file: Optional[str] = None, weight_file: Optional[str] = None) -> Callable[[], ElmoBiLM]:
+    """bilm-tf / AllenNLP files when given (both), else the English biLM bundled with
+    the package: what the shipped configs use, so ``--paths.elmo_*`` is an override."""
+    if (options_file is None) != (weight_file is None):
+        raise ElmoError("spacy-elmo.WeightsOrDefault.v1: give options_file and weight_file together (or neither)")
+    if options_file is None:
+        return default_weights_v1()
+    return weights_from_files_v1(options_file, weight_file)
+
+
+def check_weight_source(options_file: Optional[PathLike], weight_file: Optional[PathLike],
+                        bilm_dir: Optional[PathLike]) -> None:
+    """The named files exist (without reading them): a typo fails where it was made."""
+    for path, what in ((options_file, "options_file"), (weight_file, "weight_file")):
+        if path is not None:
+            require_file(path, f"elmo {what}", BILM_DIR_HINT)
+    if bilm_dir is not None:
+        if not Path(bilm_dir).is_dir():
+            raise ElmoFileNotFoundError(f"elmo bilm_dir not found (or not a directory): {bilm_dir}")
+        for name in (OPTIONS_NAME, WEIGHTS_NAME):
+            require_file(Path(bilm_dir) / name, "elmo bilm_dir's")
 
 
 @registry.misc("spacy-elmo.WeightsFromDir.v1")

@@ -136,3 +136,28 @@ def test_spacy_package_gives_the_same_vectors(corpus, tmp_path):
     assert [(e.text, e.label_) for e in a.ents] == [(e.text, e.label_) for e in b.ents]
     requirements = (tmp_path / "pkg" / "en_elmo_test-0.0.1" / "meta.json").read_text()
     assert "spacy-elmo" in requirements or "spacy_elmo" in requirements
+
+
+def test_elmo_configs_use_the_bundled_biLM_without_weight_paths(corpus, tmp_path):
+    from spacy_elmo.loaders import DEFAULT_BILM_DIR
+    from spacy_elmo.bilm import ElmoOptions
+
+    spacy_train("ner_elmo_only.cfg", "ner.spacy", corpus, tmp_path)  # no --paths.elmo_*
+    nlp = spacy.load(tmp_path / "model-last")
+    bundled = ElmoOptions.from_file(DEFAULT_BILM_DIR / "options.json")
+    assert nlp("Alice liked the film .")._.elmo_layers.shape == (3, 5, bundled.output_dim)
+    assert nlp.get_pipe("elmo").model.get_dim("nO") == bundled.output_dim == 256
+
+
+TASK_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg") if not p.name.startswith("pretrain_"))
+
+
+@pytest.mark.parametrize("config", TASK_CONFIGS)
+def test_spacy_debug_config_accepts_every_shipped_task_config(corpus, config):
+    """Complete configs (as `spacy init fill-config` makes them): spaCy's own checks pass."""
+    train = corpus / ("multi.spacy" if "multilabel" in config else "cats.spacy" if "textcat" in config else "ner.spacy")
+    cmd = [sys.executable, "-m", "spacy", "debug", "config", str(CONFIGS / config),
+           "--paths.train", str(train), "--paths.dev", str(train)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Config is valid" in proc.stdout and "✘" not in proc.stdout

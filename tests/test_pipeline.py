@@ -155,12 +155,19 @@ def test_bad_settings_are_refused(weight_files):
         nlp.add_pipe("elmo", name="e3", config={"token_mix": [-1, 2]})
 
 
-def test_missing_weight_file_named_on_first_use(tmp_path, weight_files):
-    options, _ = weight_files
+def test_a_missing_or_wrong_weight_file_fails_at_add_pipe(tmp_path, weight_files):
+    options, weights = weight_files
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(tmp_path / "gone.hdf5")})
-    with pytest.raises(FileNotFoundError, match="weight file not found: .*gone.hdf5"):
-        nlp("text")
+    with pytest.raises(FileNotFoundError, match="elmo weight_file not found: .*gone.hdf5"):
+        nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(tmp_path / "gone.hdf5")})
+    with pytest.raises(FileNotFoundError, match=r"elmo weight_file .* is a directory, not a file \(a biLM directory goes to bilm_dir"):
+        nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(tmp_path)})
+    with pytest.raises(FileNotFoundError, match="elmo bilm_dir not found"):
+        nlp.add_pipe("elmo", config={"bilm_dir": str(tmp_path / "nowhere")})
+    assert nlp.pipe_names == []
+    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
+    assert nlp.pipe_names == ["elmo"]  # and the weights are still read at first use only
+    assert not nlp.get_pipe("elmo").has_weights
 
 
 def test_config_sizes_must_match_the_weights(weight_files):

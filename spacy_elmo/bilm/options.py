@@ -6,9 +6,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
 from .char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
-from ..errors import ElmoFileNotFoundError, ElmoOptionsError
+from ..errors import ElmoOptionsError
+from ..io import require_file
 
 ACTIVATIONS = ("relu", "tanh")
+# What a directory given as the options or weight file should have been.
+BILM_DIR_HINT = " (a biLM directory goes to bilm_dir / ElmoBiLM.from_dir; the files are options.json and weights.hdf5 in it)"
 # Training files say 261 (no padding row), inference files 262; both describe
 # the same 261-row char_embed dataset.
 ACCEPTED_N_CHARACTERS = (N_CHARACTERS - 1, N_CHARACTERS)
@@ -192,9 +195,7 @@ class ElmoOptions:
 
     @classmethod
     def from_file(cls, path: Union[str, Path]) -> "ElmoOptions":
-        path = Path(path)
-        if not path.is_file():
-            raise ElmoFileNotFoundError(f"options file not found: {path}")
+        path = require_file(path, "options file", BILM_DIR_HINT)
         try:
             text = path.read_text(encoding="utf8")
         except UnicodeDecodeError as err:

@@ -9,9 +9,9 @@ from typing import Dict, Tuple, Union
 import h5py
 import numpy
 
-from ..io import atomic_path
-from ..errors import ElmoFileNotFoundError, ElmoWeightsError
-from .options import ElmoOptions
+from ..errors import ElmoWeightsError
+from ..io import atomic_path, require_file
+from .options import BILM_DIR_HINT, ElmoOptions
 
 Shape = Tuple[int, ...]
 
@@ -59,9 +59,7 @@ _COUNTED = (
 
 def read_weights(options: ElmoOptions, weight_file: Union[str, Path]) -> Dict[str, numpy.ndarray]:
     """All datasets the options call for, checked for presence, shape and finiteness."""
-    path = Path(weight_file)
-    if not path.is_file():
-        raise ElmoFileNotFoundError(f"weight file not found: {path}")
+    path = require_file(weight_file, "weight file", BILM_DIR_HINT)
     if not h5py.is_hdf5(str(path)):
         raise ElmoWeightsError(
             f"{path}: not an HDF5 file (expected bilm-tf's weights.hdf5; "

@@ -5,6 +5,7 @@ batch's layers go straight to the listeners of downstream components; with
 every listener frozen (``grad_factor = 0``, the default) the biLM runs without
 gradients through a bounded cache, so later epochs do not recompute it.
 """
+import inspect
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
@@ -20,7 +21,7 @@ from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
 from ..layers.bilm_model import get_bilm, set_bilm, set_cache_size
 from ..layers.doc_data import DTYPE_CHOICES, STORE_CHOICES, store_doc_layers, token_mix_weights
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
-from ..loaders import default_bilm_dir, load_bilm
+from ..loaders import check_weight_source, default_bilm_dir, load_bilm
 from .extensions import install_extensions
 
 DEFAULT_ELMO_MODEL = Config().from_str(
@@ -80,6 +81,9 @@ def make_elmo(
     token._.elmo (null: the average); cache_size_mb: memory for cached biLM
     outputs (0: no cache).
     """
+    if not _building_from_config():
+        # A typo in a named file fails here, not at the first doc; the weights still load lazily.
+        check_weight_source(options_file, weight_file, bilm_dir)
     return ElmoComponent(
         nlp.vocab,
         model,
@@ -92,6 +96,22 @@ def make_elmo(
         token_mix=token_mix,
         cache_size_mb=cache_size_mb,
     )
+
+
+def _building_from_config() -> bool:
+    """Whether spaCy is building a whole pipeline from its config (spacy.load, spacy
+    train). A saved pipeline carries its weights, so the files its config names may be
+    long gone: they are checked at first use then, not here."""
+    from_config = Language.from_config.__func__.__code__
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if frame.f_code is from_config:
+                return True
+            frame = frame.f_back
+        return False
+    finally:
+        del frame
 
 
 class ElmoComponent(TrainablePipe):
