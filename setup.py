@@ -13,9 +13,11 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.9",
-    packages=find_packages(include=["spacy_elmo", "spacy_elmo.*"]),
+    # The bundled biLM's folder is a data package of its own (no __init__.py), declared
+    # as one so that setuptools keeps shipping it (older versions only warn when it is not).
+    packages=find_packages(include=["spacy_elmo", "spacy_elmo.*"]) + ["spacy_elmo.data.default_bilm"],
     include_package_data=True,
-    package_data={"spacy_elmo": ["py.typed", "data/default_bilm/*"]},
+    package_data={"spacy_elmo": ["py.typed"], "spacy_elmo.data.default_bilm": ["*.json", "*.hdf5"]},
     # torch is pinned by the Makefile before this installs (pip would otherwise
     # resolve a range to the newest CUDA build); any 2.x from 2.1 works.
     install_requires=[

@@ -181,3 +181,29 @@ def test_module_entry_point(files):
     assert proc.returncode == 0, proc.stderr
     assert "sent/s" in proc.stderr  # the progress bar
     assert read_output(out)[0]["0"].shape == (5, 16)
+
+
+def test_without_weight_options_the_bundled_biLM_embeds(files):
+    from spacy_elmo.loaders import DEFAULT_BILM_DIR
+
+    tmp, _, _, text = files
+    out = tmp / "default.hdf5"
+    result = CliRunner().invoke(app, ["embed", str(text), str(out), "--layers", "top"])
+    assert result.exit_code == 0, result.output
+    data, _ = read_output(out)
+    expected = ElmoBiLM.from_dir(DEFAULT_BILM_DIR).embed_batch([LINES[0].split()])[0][-1]
+    numpy.testing.assert_allclose(data["0"], expected, atol=1e-5)
+    assert data["0"].shape == (5, 256)
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--layers", "middle"], "--layers must be one of"),
+    (["--device", "gpu9"], "--device 'gpu9': not a torch device"),
+    (["--options-file", "nowhere.json"], "--options-file and --weight-file go together"),
+])
+def test_bad_options_fail_before_any_weights_load(files, monkeypatch, extra, message):
+    tmp, _, _, text = files
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    result = CliRunner().invoke(app, ["embed", str(text), str(tmp / "o.hdf5"), *extra])
+    assert result.exit_code == 1 and message in result.output
+    assert len(result.output.strip().splitlines()) == 1  # one line, no traceback

@@ -20,6 +20,8 @@ import typer
 from tqdm import tqdm
 
 from ..bilm import ElmoBiLM
+from ..bilm.device import resolve_device
+from ..loaders import default_bilm_dir, load_bilm
 from ..errors import ElmoError, EmbedInputError
 from ..io import file_sha256, iter_utf8_lines, write_json_atomic
 from . import app
@@ -74,6 +76,13 @@ def select_layers(layers: numpy.ndarray, which: str) -> numpy.ndarray:
     return layers
 
 
+def check_embed_options(layers: str, batch_size: int) -> None:
+    if layers not in LAYER_CHOICES:
+        raise EmbedInputError(f"--layers must be one of {LAYER_CHOICES}, got {layers!r}")
+    if batch_size < 1:
+        raise EmbedInputError(f"--batch-size must be >= 1, got {batch_size}")
+
+
 def resume_point(partial: Path, progress_file: Path, state_file: Path, run_id: Dict) -> int:
     """How many batches an earlier run of the same settings finished (0: start afresh,
     removing the leftovers of a run that never checkpointed)."""
@@ -114,10 +123,7 @@ def embed_file(
     ``settings`` identifies the run (weights, tokenizer...) so that a resumed
     run refuses to mix outputs of different settings.
     """
-    if layers not in LAYER_CHOICES:
-        raise EmbedInputError(f"--layers must be one of {LAYER_CHOICES}, got {layers!r}")
-    if batch_size < 1:
-        raise EmbedInputError(f"--batch-size must be >= 1, got {batch_size}")
+    check_embed_options(layers, batch_size)
     input_file, output_file = Path(input_file), Path(output_file)
     lines = read_lines(input_file)
     sentences = [tokenize(line) for line in lines]
@@ -172,8 +178,9 @@ def embed_file(
 def embed_command(
     input_file: Path = typer.Argument(..., help="Text file, one sentence per line (UTF-8). Blank lines give empty datasets."),
     output_file: Path = typer.Argument(..., help="HDF5 file to write: dataset 'i' per line i, plus 'sentence_to_index'."),
-    options_file: Path = typer.Option(..., "--options-file", help="bilm-tf/AllenNLP options.json"),
-    weight_file: Path = typer.Option(..., "--weight-file", help="bilm-tf/AllenNLP weights.hdf5"),
+    options_file: Optional[Path] = typer.Option(None, "--options-file", help="bilm-tf/AllenNLP options.json (with --weight-file)"),
+    weight_file: Optional[Path] = typer.Option(None, "--weight-file", help="bilm-tf/AllenNLP weights.hdf5 (with --options-file)"),
+    bilm_dir: Optional[Path] = typer.Option(None, "--bilm-dir", help="a biLM directory (`pretrain` output). None of the three: the bundled English biLM"),
     layers: str = typer.Option("all", "--layers", help="all: (L+1, n, 2P); top: (n, 2P); average: (n, 2P) mean of the layers"),
     batch_size: int = typer.Option(64, "--batch-size", help="Lines per step: the unit of progress and resume; with --stateful, the batch whose rows carry state (stateless steps are re-batched by length inside)"),
     stateful: bool = typer.Option(
@@ -186,22 +193,29 @@ def embed_command(
 ):
     """Embed a file of sentences with an ELMo biLM (like AllenNLP's `allennlp elmo`)."""
     try:
-        bilm = ElmoBiLM.from_files(options_file, weight_file, device=device)
+        check_embed_options(layers, batch_size)
+        torch_device = resolve_device(device)
+        source = weight_source(options_file, weight_file, bilm_dir)
+        bilm = load_bilm(**source).to(torch_device)
         n = embed_file(
-            input_file,
-            output_file,
-            bilm,
-            layers=layers,
-            batch_size=batch_size,
-            stateful=stateful,
+            input_file, output_file, bilm, layers=layers, batch_size=batch_size, stateful=stateful,
             tokenize=make_tokenizer(spacy_tokenizer),
-            settings={
-                "options_file": str(Path(options_file).resolve()),
-                "weight_file": str(Path(weight_file).resolve()),
-                "spacy_tokenizer": spacy_tokenizer,
-            },
+            settings={**{k: str(Path(v).resolve()) for k, v in source.items() if v}, "spacy_tokenizer": spacy_tokenizer},
         )
     except ElmoError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)
     typer.echo(f"wrote {n} sentences to {output_file}", err=True)
+
+
+def weight_source(options_file: Optional[Path], weight_file: Optional[Path], bilm_dir: Optional[Path]) -> Dict:
+    """What to load: the files, the directory, or (none given) the bundled biLM."""
+    if (options_file is None) != (weight_file is None):
+        raise EmbedInputError("--options-file and --weight-file go together: give both (or --bilm-dir)")
+    if bilm_dir is not None and options_file is not None:
+        raise EmbedInputError("give either --bilm-dir or --options-file/--weight-file, not both")
+    if options_file is None and bilm_dir is None:
+        bilm_dir = default_bilm_dir()
+        if bilm_dir is None:
+            raise EmbedInputError("this install has no bundled biLM: give --options-file/--weight-file or --bilm-dir")
+    return {"options_file": options_file, "weight_file": weight_file, "bilm_dir": bilm_dir}

@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.language_model import BidirectionalLM
+from ..bilm.device import resolve_device
 from ..bilm.model import OPTIONS_NAME
 from ..bilm.lm_head import NORMALISED_KINDS, build_lm_head
 from .batches import epoch_batches
@@ -102,12 +103,11 @@ def native_cpu_bf16() -> bool:
 
 
 def choose_device(device: str) -> torch.device:
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise PretrainConfigError(f"--device {device}: CUDA is not available to torch here")
-        if device == "cuda" and "LOCAL_RANK" in os.environ:
-            return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
-    return torch.device(device)
+    """``--device``; a bare "cuda" under torchrun is this process's GPU (LOCAL_RANK)."""
+    resolved = resolve_device(device)
+    if device == "cuda" and "LOCAL_RANK" in os.environ:
+        return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+    return resolved
 
 
 def build_language_model(config: Config, options: ElmoOptions, vocab: Vocabulary,
