@@ -43,3 +43,24 @@ def test_default_bilm_is_contextual():
     ])
     numpy.testing.assert_allclose(river[0, 4], money[0, 1], atol=1e-6)
     assert not numpy.allclose(river[2, 4], money[2, 1], atol=1e-2)
+
+
+# Sentences of many lengths, so batches pad differently and the matmuls block differently.
+BATCH_SENTENCES = [
+    ("The bank raised interest rates on Monday , citing inflation that has stayed above target "
+     "for most of the year .").split()[: n] for n in (3, 7, 12, 20)
+] + [["Reuters", "reported", "the", "deal", "."], ["Short", "."], ["A"] * 40]
+
+
+def test_default_bilm_vectors_do_not_depend_on_the_batch_within_1e_4():
+    """The bound the README states for real sizes: float32 sums differ with the batch's
+    shape (1.3e-5 seen on values up to ~9), so 1e-4 absolute, not 1e-5."""
+    bilm = ElmoBiLM.from_dir(DEFAULT_BILM_DIR)
+    together = bilm.embed_batch(BATCH_SENTENCES)
+    reordered = bilm.embed_batch(BATCH_SENTENCES[::-1])[::-1]
+    for sentence, a, b in zip(BATCH_SENTENCES, together, reordered):
+        alone = bilm.embed_batch([sentence])[0]
+        assert a.shape == alone.shape == (3, len(sentence), 256)
+        numpy.testing.assert_allclose(a, alone, atol=1e-4, rtol=0)
+        numpy.testing.assert_allclose(b, alone, atol=1e-4, rtol=0)
+    assert max(float(numpy.abs(a).max()) for a in together) > 1.0  # real magnitudes, not a vacuous bound
