@@ -7,6 +7,14 @@ controls. Each setting runs in a fresh process and reports its peak RSS above
 the process's baseline (model loaded, doc built).
 
     python benchmarks/bench_long_doc.py --tokens 100000 [--bilm-size small]
+    python benchmarks/bench_long_doc.py --edge-cosine [--text corpus/pretrain/dev.txt]
+
+``--edge-cosine``: how much context tokens near a window edge lose. Real text
+(the given file's lines joined into one run, no sentence boundaries) through
+the bundled English biLM: the top layer of each token, as cosine to a run of
+the whole text at once, for tokens within 8 of a 256-token boundary ("edge")
+and the rest ("middle"), with hard windows (spacy-elmo 0.1) and with the
+overlapping windows the component uses now.
 """
 import argparse
 import multiprocessing
@@ -41,12 +49,46 @@ def run(store, dtype, n_tokens, bilm_dir, threads, queue):
     queue.put((store, dtype, seconds, peak_rss_mb() - baseline, None if layers is None else layers.shape))
 
 
+def edge_cosine(text: Path, n_tokens: int = 2048, window: int = 256) -> None:
+    import numpy
+    import spacy
+    from spacy.tokens import Doc
+
+    from spacy_elmo.bilm import ElmoBiLM
+    from spacy_elmo.loaders import DEFAULT_BILM_DIR
+
+    words = " ".join(text.read_text(encoding="utf8").splitlines()).split()[:n_tokens]
+    bilm = ElmoBiLM.from_dir(DEFAULT_BILM_DIR)
+    full = bilm.embed_batch([words])[0][-1]
+    hard = numpy.concatenate([bilm.embed_batch([words[i : i + window]])[0][-1] for i in range(0, len(words), window)])
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"bilm_dir": str(DEFAULT_BILM_DIR)})
+    strided = nlp(Doc(nlp.vocab, words=words))._.elmo_layers[-1]
+
+    def cosines(a):
+        return (a * full).sum(-1) / (numpy.linalg.norm(a, axis=-1) * numpy.linalg.norm(full, axis=-1))
+
+    positions = numpy.arange(len(words))
+    edge = numpy.abs(((positions + window // 2) % window) - window // 2) < 8
+    edge &= (positions >= 8) & (positions < len(words) - 8)  # a boundary inside the text
+    print(f"{len(words)} tokens of {text}, bundled biLM, top layer, cosine to one run of the whole text")
+    print("windows | edge tokens: mean / min | middle tokens: mean / min")
+    for name, layers in (("hard (0.1)", hard), ("overlapping (now)", strided)):
+        c = cosines(layers)
+        print(f"{name} | {c[edge].mean():.4f} / {c[edge].min():.4f} | {c[~edge].mean():.4f} / {c[~edge].min():.4f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=100_000)
     parser.add_argument("--bilm-size", default="small")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--edge-cosine", action="store_true", help="the window-edge context figure instead of memory and time")
+    parser.add_argument("--text", type=Path, default=Path("corpus/pretrain/dev.txt"))
     args = parser.parse_args()
+    if args.edge_cosine:
+        edge_cosine(args.text)
+        return
     import torch
 
     from spacy_elmo.bilm import ElmoBiLM, preset

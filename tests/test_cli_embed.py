@@ -207,3 +207,23 @@ def test_bad_options_fail_before_any_weights_load(files, monkeypatch, extra, mes
     result = CliRunner().invoke(app, ["embed", str(text), str(tmp / "o.hdf5"), *extra])
     assert result.exit_code == 1 and message in result.output
     assert len(result.output.strip().splitlines()) == 1  # one line, no traceback
+
+
+def test_very_long_lines_run_in_the_components_windows(files):
+    import spacy
+    from spacy.tokens import Doc
+
+    tmp, options, weights, _ = files
+    words = [f"w{i % 13}" for i in range(300)]
+    text = tmp / "long.txt"
+    text.write_text(" ".join(words) + "\nshort line\n", encoding="utf8")
+    data, _ = read_output_after(run_embed, (tmp, options, weights, text), "long.hdf5", "--max-length", "40")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
+    nlp.get_pipe("elmo").model.attrs["max_segment_length"] = 40
+    expected = nlp(Doc(nlp.vocab, words=words))._.elmo_layers
+    assert data["0"].shape == expected.shape == (3, 300, 16)
+    numpy.testing.assert_allclose(data["0"], expected, atol=1e-5)
+    whole = ElmoBiLM.from_files(options, weights).embed_batch([words])[0]
+    assert not numpy.allclose(data["0"], whole, atol=1e-3)  # windowed, not one 300-token run
+    numpy.testing.assert_allclose(data["1"], ElmoBiLM.from_files(options, weights).embed_batch([["short", "line"]])[0], atol=1e-5)

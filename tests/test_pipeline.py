@@ -104,16 +104,25 @@ def test_empty_docs(weight_files):
     assert nlp("")._.elmo_layers.shape == (3, 0, 16)
 
 
-def test_long_doc_runs_in_windows(weight_files, reference):
+def test_long_doc_runs_in_overlapping_windows(weight_files, reference):
+    from spacy_elmo.bilm.windows import strided_windows
+
     nlp = make_nlp(weight_files)
     nlp.get_pipe("elmo").model.attrs["max_segment_length"] = 40
     words = [f"w{i % 17}" for i in range(1000)]
     doc = nlp(Doc(nlp.vocab, words=words))
     assert doc._.elmo_layers.shape == (3, 1000, 16)
-    # Each window is an independent segment.
-    expected = reference.embed_batch([words[40:80]])[0]
-    numpy.testing.assert_allclose(doc._.elmo_layers[:, 40:80], expected, atol=1e-4)
-    assert not numpy.allclose(doc._.elmo_layers[:, 38:40], reference.embed_batch([words[:80]])[0][:, 38:40], atol=1e-3)
+    windows = strided_windows(0, 1000, 40)
+    assert [w.end - w.start for w in windows] == [40] * len(windows) and windows[0].start == 0
+    assert sum(w.keep_end - w.keep_start for w in windows) == 1000  # every token kept once
+    for w in windows:
+        # Each token has its window's vectors, and sits at least a quarter window from its inner edges.
+        expected = reference.embed_batch([words[w.start : w.end]])[0][:, w.keep_start - w.start : w.keep_end - w.start]
+        numpy.testing.assert_allclose(doc._.elmo_layers[:, w.keep_start : w.keep_end], expected, atol=1e-4)
+        if w.start > 0:
+            assert w.keep_start - w.start >= 10
+        if w.end < 1000:
+            assert w.end - w.keep_end >= 10
 
 
 def test_cache_is_exact_and_follows_weight_changes(weight_files):
@@ -298,3 +307,18 @@ def test_pipelines_saved_with_a_torch_state_still_load(reference):
     tampered = srsly.msgpack_dumps({"options": reference.options.to_dict(), "state": buffer.getvalue()[:100]})
     with pytest.raises(ElmoWeightsError, match="the saved biLM is damaged"):
         _deserialize_bilm(None, tampered, torch.device("cpu"))
+
+
+def test_fine_tuning_a_windowed_doc_sees_the_same_vectors_and_backpropagates(weight_files, reference):
+    from spacy_elmo.layers.bilm_model import build_bilm_model, get_bilm, set_bilm
+
+    model = build_bilm_model(None, max_segment_length=8)
+    set_bilm(model, reference)
+    doc = Doc(spacy.blank("en").vocab, words=[f"w{i % 5}" for i in range(30)])
+    predicted = model.predict([doc])[0]
+    trained, backprop = model.begin_update([doc])
+    numpy.testing.assert_allclose(model.ops.to_numpy(trained[0]), predicted, atol=1e-5)
+    get_bilm(model).zero_grad()
+    backprop([model.ops.xp.ones_like(trained[0])])
+    grad = get_bilm(model).char_encoder.proj_weight.grad
+    assert grad is not None and float(grad.abs().sum()) > 0

@@ -13,6 +13,7 @@ from .lstm import BiLstm, State
 from ..errors import ElmoFileNotFoundError
 from .options import ElmoOptions
 from .weights import lstm_prefix, read_weights, write_weights
+from .windows import strided_windows
 
 PathLike = Union[str, Path]
 # File names inside a biLM directory (what `pretrain` writes).
@@ -204,15 +205,23 @@ class ElmoBiLM(nn.Module):
                 direction[k] = (h, c)
 
     # -- the public convenience API -----------------------------------------
-    def embed_batch(self, sentences: Sequence[Sequence[str]], stateful: bool = False) -> List[numpy.ndarray]:
+    def embed_batch(self, sentences: Sequence[Sequence[str]], stateful: bool = False,
+                    max_length: Optional[int] = None) -> List[numpy.ndarray]:
         """Layer vectors of tokenised sentences: one float32 ``(L+1, n_i, 2P)`` array each.
 
         Stateless (default): sentences are sorted by length and batched for
-        speed; every result is independent of the others. ``stateful=True``:
+        speed; every result is independent of the others. ``max_length``: a
+        longer sentence runs in overlapping windows of that many tokens (as the
+        spaCy component runs long docs; see ``windows.py``). ``stateful=True``:
         the list is run as ONE batch whose rows carry state from the previous
-        stateful call (the reference implementations' behaviour).
+        stateful call (the reference implementations' behaviour), unwindowed.
         """
         sentences = [list(s) for s in sentences]
+        if max_length is not None and not stateful:
+            return self._embed_windowed(sentences, max_length)
+        return self._embed(sentences, stateful)
+
+    def _embed(self, sentences: List[List[str]], stateful: bool) -> List[numpy.ndarray]:
         if stateful:
             groups = [list(range(len(sentences)))] if sentences else []
         else:
@@ -224,6 +233,17 @@ class ElmoBiLM(nn.Module):
 
         with torch.no_grad():
             return embed_sentences(sentences, groups, self.options.max_characters_per_token, run)
+
+    def _embed_windowed(self, sentences: List[List[str]], max_length: int) -> List[numpy.ndarray]:
+        windows = [strided_windows(0, len(s), max_length) for s in sentences]
+        pieces = self._embed([s[w.start : w.end] for s, ws in zip(sentences, windows) for w in ws], stateful=False)
+        results, taken = [], 0
+        for sentence, ws in zip(sentences, windows):
+            kept = [piece[:, w.keep_start - w.start : w.keep_end - w.start] for piece, w in zip(pieces[taken:], ws)]
+            taken += len(ws)
+            empty = numpy.zeros((self.n_output_layers, 0, self.output_dim), dtype=numpy.float32)
+            results.append(numpy.concatenate(kept, axis=1) if kept else empty)
+        return results
 
 
 def unique_types(char_ids: Tensor) -> Tuple[Tensor, Tensor]:

@@ -76,11 +76,13 @@ def select_layers(layers: numpy.ndarray, which: str) -> numpy.ndarray:
     return layers
 
 
-def check_embed_options(layers: str, batch_size: int) -> None:
+def check_embed_options(layers: str, batch_size: int, max_length: int = 0) -> None:
     if layers not in LAYER_CHOICES:
         raise EmbedInputError(f"--layers must be one of {LAYER_CHOICES}, got {layers!r}")
     if batch_size < 1:
         raise EmbedInputError(f"--batch-size must be >= 1, got {batch_size}")
+    if max_length < 0:
+        raise EmbedInputError(f"--max-length must be >= 0 (0: no windows), got {max_length}")
 
 
 def resume_point(partial: Path, progress_file: Path, state_file: Path, run_id: Dict) -> int:
@@ -117,13 +119,14 @@ def embed_file(
     tokenize: Callable[[str], List[str]] = str.split,
     settings: Optional[Dict] = None,
     progress: bool = True,
+    max_length: int = 256,
 ) -> int:
     """Embed every line of ``input_file`` into ``output_file``; returns the line count.
 
     ``settings`` identifies the run (weights, tokenizer...) so that a resumed
     run refuses to mix outputs of different settings.
     """
-    check_embed_options(layers, batch_size)
+    check_embed_options(layers, batch_size, max_length)
     input_file, output_file = Path(input_file), Path(output_file)
     lines = read_lines(input_file)
     sentences = [tokenize(line) for line in lines]
@@ -133,6 +136,7 @@ def embed_file(
         "layers": layers,
         "batch_size": batch_size,
         "stateful": stateful,
+        "max_length": max_length,
         **(settings or {}),
     }
     partial = output_file.with_name(output_file.name + ".partial")
@@ -156,7 +160,7 @@ def embed_file(
         last_checkpoint = time.monotonic()
         for number in range(done_batches, len(batches)):
             batch = batches[number]
-            vectors = bilm.embed_batch([sentences[i] for i in batch], stateful=stateful)
+            vectors = bilm.embed_batch([sentences[i] for i in batch], stateful=stateful, max_length=max_length or None)
             for index, array in zip(batch, vectors):
                 out.create_dataset(str(index), data=select_layers(array, layers).astype(numpy.float32))
             bar.update(len(batch))
@@ -190,15 +194,16 @@ def embed_command(
         None, "--spacy-tokenizer", help="Tokenise lines with spaCy: a language code ('en') or a pipeline name/path"
     ),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda:0"),
+    max_length: int = typer.Option(256, "--max-length", help="Longer lines run in overlapping windows of this many tokens (0: never; --stateful: never)"),
 ):
     """Embed a file of sentences with an ELMo biLM (like AllenNLP's `allennlp elmo`)."""
     try:
-        check_embed_options(layers, batch_size)
+        check_embed_options(layers, batch_size, max_length)
         torch_device = resolve_device(device)
         source = weight_source(options_file, weight_file, bilm_dir)
         bilm = load_bilm(**source).to(torch_device)
         n = embed_file(
-            input_file, output_file, bilm, layers=layers, batch_size=batch_size, stateful=stateful,
+            input_file, output_file, bilm, layers=layers, batch_size=batch_size, stateful=stateful, max_length=max_length,
             tokenize=make_tokenizer(spacy_tokenizer),
             settings={**{k: str(Path(v).resolve()) for k, v in source.items() if v}, "spacy_tokenizer": spacy_tokenizer},
         )

@@ -146,9 +146,10 @@ def _predict(model: BilmModel, bilm: ElmoBiLM, docs, segments, texts) -> List[Fl
 
 
 def _assemble(model: BilmModel, docs, segments: List[Segment], outputs) -> List[Floats3d]:
+    """Each doc's ``(L+1, n, 2P)`` layers from its segments' kept tokens."""
     per_doc: List[List[Floats3d]] = [[] for _ in docs]
-    for (index, _, _), output in zip(segments, outputs):
-        per_doc[index].append(output)
+    for (index, window), output in zip(segments, outputs):
+        per_doc[index].append(output[:, window.keep_start - window.start : window.keep_end - window.start])
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     result = []
     for parts in per_doc:
@@ -173,9 +174,10 @@ def _forward_with_gradients(model: BilmModel, bilm: ElmoBiLM, docs, segments, te
     def backprop(d_docs: List[Floats3d]) -> List:
         d_layers = model.ops.alloc(layers.shape, dtype=layers.dtype)
         offsets = [0] * len(docs)
-        for k, (index, start, end) in enumerate(segments):
-            n = end - start
-            d_layers[:, k, 1 : 1 + n] = d_docs[index][:, offsets[index] : offsets[index] + n]
+        for k, (index, window) in enumerate(segments):
+            n = window.keep_end - window.keep_start
+            first = 1 + window.keep_start - window.start  # position 0 is the <S> boundary
+            d_layers[:, k, first : first + n] = d_docs[index][:, offsets[index] : offsets[index] + n]
             offsets[index] += n
         backprop_layers(d_layers)
         return []

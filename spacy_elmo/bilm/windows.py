@@ -1,0 +1,32 @@
+"""Overlapping windows for token runs longer than the biLM should see at once.
+
+A run of ``n > size`` tokens (a long doc without sentence boundaries, a very
+long line) is covered by windows of ``size`` tokens every ``size // 2``
+tokens, the last one ending at the run's end. Each token keeps the vectors of
+the window it sits most centrally in (the cut between two windows is the
+middle of their overlap), so no token is near the edge of the context it
+gets, except at the run's own ends; the same idea as spacy-transformers'
+strided span getter.
+"""
+from typing import List, NamedTuple
+
+
+class Window(NamedTuple):
+    start: int  # the biLM runs on tokens start:end
+    end: int
+    keep_start: int  # and these tokens keep its output
+    keep_end: int
+
+
+def strided_windows(start: int, end: int, size: int) -> List[Window]:
+    """Windows covering tokens ``start:end``; their kept parts tile it exactly once."""
+    if size < 1:
+        raise ValueError(f"window size must be >= 1, got {size}")
+    if end - start <= size:
+        return [Window(start, end, start, end)] if end > start else []
+    stride = max(size // 2, 1)
+    starts = list(range(start, end - size, stride)) + [end - size]
+    cuts = [(nxt + here + size) // 2 for here, nxt in zip(starts, starts[1:])]
+    keep_starts = [start] + cuts
+    keep_ends = cuts + [end]
+    return [Window(s, s + size, a, b) for s, a, b in zip(starts, keep_starts, keep_ends)]
