@@ -253,3 +253,16 @@ def test_pretraining_warns_about_a_dev_text_outside_the_vocabulary(tmp_path, tex
     foreign.write_text("zyx wvu tsr qpo .\n", encoding="utf8")
     run(tmp_path / "out", train, foreign, **{"training.max_steps": 2})
     assert "warning: 80.0% of the words of the dev text" in capsys.readouterr().err
+
+
+def test_a_resumed_run_removes_temporaries_an_interrupted_write_left(tmp_path, text_files, capsys):
+    train, dev = text_files
+    out = tmp_path / "out"
+    run(out, train, dev, **{"training.max_steps": 2})
+    stale = out / ".checkpoint.pt.tmp424242"
+    stale.write_bytes(b"half a checkpoint")
+    keep = out / "notes.tmp1"  # not one of ours (no leading dot): left alone
+    keep.write_text("mine")
+    run(out, train, dev, **{"training.max_steps": 3})
+    assert not stale.exists() and keep.exists()
+    assert "removed .checkpoint.pt.tmp424242, left by an interrupted write" in capsys.readouterr().err
