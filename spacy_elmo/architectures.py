@@ -4,7 +4,7 @@ from typing import List, Optional
 
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Model, concatenate
+from thinc.api import Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d, Floats3d
 
 from .bilm import ElmoOptions
@@ -108,6 +108,29 @@ def build_elmo_standalone_v1(
 def build_elmo_concat_v1(
     elmo: Model[List[Doc], List[Floats2d]], tok2vec: Model[List[Doc], List[Floats2d]]
 ) -> Model[List[Doc], List[Floats2d]]:
-    """The paper's ``[x_k; ELMo_k]``: the ELMo mix next to a trainable token
-    representation (e.g. spaCy's MultiHashEmbed + encoder)."""
+    """The paper's output-side variant ``[h_k; ELMo_k]``: the ELMo mix next to the
+    *output* of a whole tok2vec (embedding + encoder), so the encoder never sees
+    ELMo; only the component's own layers do."""
     return concatenate(elmo, tok2vec)
+
+
+@registry.architectures("spacy-elmo.ElmoTok2Vec.v1")
+def build_elmo_tok2vec_v1(
+    elmo: Model[List[Doc], List[Floats2d]],
+    embed: Model[List[Doc], List[Floats2d]],
+    encode: Model[List[Floats2d], List[Floats2d]],
+    width: int,
+) -> Model[List[Doc], List[Floats2d]]:
+    """The paper's placement ``[x_k; ELMo_k]`` at the encoder's *input* (sec. 3.3):
+    the component's ELMo mix concatenated with its token embedding (e.g.
+    MultiHashEmbed, with or without static vectors), mixed down to the
+    encoder's ``width`` by a Maxout (as MultiHashEmbed mixes its own features),
+    then through the encoder (e.g. MaxoutWindowEncoder), which so combines ELMo
+    across the sentence."""
+    mix_down = with_array(Maxout(width, nP=3, dropout=0.0, normalize=True))
+    model = chain(concatenate(elmo, embed), mix_down, encode)
+    model.set_dim("nO", width)
+    model.set_ref("elmo", elmo)
+    model.set_ref("embed", embed)
+    model.set_ref("encode", encode)
+    return model

@@ -65,6 +65,7 @@ def spacy_train(config, train, corpus, output, *extra):
 ELMO_RUNS = [
     ("ner_elmo.cfg", "ner.spacy", "ner"),
     ("ner_elmo_only.cfg", "ner.spacy", "ner"),
+    ("ner_elmo_input.cfg", "ner.spacy", "ner"),
     ("textcat_elmo.cfg", "cats.spacy", "textcat"),
     ("textcat_elmo_only.cfg", "cats.spacy", "textcat"),
     ("textcat_multilabel_elmo.cfg", "multi.spacy", "textcat_multilabel"),
@@ -88,7 +89,9 @@ def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, co
     assert all({"epoch", "score", "seconds", "words", "losses", "scores"} <= set(r) for r in records)
     nlp = spacy.load(tmp_path / "model-last")
     # the *_elmo_only ablations have no CNN tok2vec to concatenate with
-    expected_pipeline = ["elmo", component] if "elmo_only" in config else ["elmo", "tok2vec", component]
+    # the *_elmo_input configs have their own embedding and encoder (ELMo enters the encoder)
+    own_tok2vec = "elmo_only" in config or "elmo_input" in config
+    expected_pipeline = ["elmo", component] if own_tok2vec else ["elmo", "tok2vec", component]
     assert nlp.pipe_names == expected_pipeline
     mix = nlp.get_pipe("elmo").listener_mix_weights()[component][0]
     assert mix["weights"] != pytest.approx([1 / 3] * 3, abs=1e-6)  # the mix trained

@@ -281,3 +281,55 @@ def test_the_training_table_shows_the_elmo_loss_only_when_the_biLM_trains(weight
     train(nlp, steps=1)
     assert nlp.get_pipe("elmo").trains_bilm is shown
     assert [name for name, _ in _TableView(nlp).pipeline] == (["elmo", "ner"] if shown else ["ner"])
+
+
+def tok2vec_at_input(width=8):
+    """spacy-elmo.ElmoTok2Vec.v1: ELMo at the encoder's input."""
+    return {
+        "@architectures": "spacy-elmo.ElmoTok2Vec.v1", "width": width, "elmo": listener(dropout=0.1),
+        "embed": {"@architectures": "spacy.MultiHashEmbed.v2", "width": width, "attrs": ["NORM", "PREFIX"],
+                  "rows": [100, 50], "include_static_vectors": False},
+        "encode": {"@architectures": "spacy.MaxoutWindowEncoder.v2", "width": width, "depth": 1,
+                   "window_size": 1, "maxout_pieces": 2},
+    }
+
+
+def test_elmo_at_the_encoders_input_reaches_the_neighbours_and_at_its_output_does_not():
+    from spacy.util import registry
+    from thinc.api import Model
+
+    def fake_elmo_forward(model, docs, is_train):
+        return [model.ops.asarray2f(doc.user_data["elmo"]) for doc in docs], lambda d: []
+
+    def outputs(architecture, token0):
+        fake = Model("fake_elmo", fake_elmo_forward)
+        nlp = spacy.blank("en")
+        doc = nlp("one two three")
+        doc.user_data["elmo"] = numpy.zeros((3, 4), dtype="f")
+        doc.user_data["elmo"][0] = token0
+        settings = {k: v for k, v in tok2vec_at_input().items() if k not in ("@architectures", "elmo")}
+        if architecture == "concat":
+            tok2vec = registry.resolve({"m": {"@architectures": "spacy.Tok2Vec.v2", "embed": settings["embed"],
+                                              "encode": settings["encode"]}})["m"]
+            model = registry.get("architectures", "spacy-elmo.ElmoConcat.v1")(fake, tok2vec)
+        else:
+            resolved = registry.resolve({"e": settings["embed"], "c": settings["encode"]})
+            model = registry.get("architectures", "spacy-elmo.ElmoTok2Vec.v1")(fake, resolved["e"], resolved["c"], 8)
+        fix_random_seed(0)
+        model.initialize(X=[doc])
+        return model.predict([doc])[0]
+
+    for architecture, reaches_token1 in (("input", True), ("concat", False)):
+        a, b = outputs(architecture, 0.0), outputs(architecture, 5.0)
+        assert not numpy.allclose(a[0], b[0])  # token 0 sees its own ELMo either way
+        assert (not numpy.allclose(a[1], b[1])) is reaches_token1, architecture
+
+
+def test_elmo_tok2vec_trains_and_round_trips(weight_files, tmp_path):
+    nlp = make_nlp(weight_files, ner_listener=tok2vec_at_input())
+    _, losses = train(nlp, steps=2)
+    assert losses["ner"] > 0
+    before = predictions(nlp)
+    assert nlp.get_pipe("elmo").listening_components == ["ner"]
+    nlp.to_disk(tmp_path / "pipeline")
+    assert_same_predictions(predictions(spacy.load(tmp_path / "pipeline")), before)
