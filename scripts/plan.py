@@ -1,7 +1,8 @@
 """``plan``: what the `all` workflow will run and how long each part takes here.
 
     python scripts/plan.py PRETRAIN_CONFIG REPORT_FILE --tokens-per-sec N \\
-        --task-minutes RUN=MINUTES,... --data-minutes N --machine TEXT [--seeds 0,1,2]
+        --task-minutes RUN=MINUTES,... --data-minutes N --machine TEXT [--seeds 0,1,2] \
+        [--other-minutes STEP=MINUTES,...]
 
 Printed before the long run starts (and written to REPORT_FILE). The
 pretraining time follows from the config's steps and batch size and the
@@ -19,7 +20,7 @@ from spacy_elmo.pretrain import load_config
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
 
-def parse_minutes(text: str) -> Dict[str, float]:
+def parse_minutes(text: str, option: str = "--task-minutes") -> Dict[str, float]:
     """``RUN=MINUTES,...`` as a dict, in the given order."""
     minutes = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -27,7 +28,7 @@ def parse_minutes(text: str) -> Dict[str, float]:
         try:
             minutes[name.strip()] = float(value)
         except ValueError:
-            raise typer.BadParameter(f"expected RUN=MINUTES, got {item!r}", param_hint="--task-minutes") from None
+            raise typer.BadParameter(f"expected NAME=MINUTES, got {item!r}", param_hint=option) from None
     return minutes
 
 
@@ -40,6 +41,7 @@ def main(
     task_minutes: str = typer.Option(..., "--task-minutes", help="RUN=MINUTES,...: measured minutes per seed of each task run"),
     data_minutes: float = typer.Option(..., "--data-minutes", help="minutes to fetch and prepare the data"),
     machine: str = typer.Option(..., "--machine", help="where the minutes were measured, for the title"),
+    other_minutes: str = typer.Option("", "--other-minutes", help="STEP=MINUTES,...: measured minutes of steps run once (not per seed)"),
 ):
     """Print the expected duration of each part of the full run."""
     training = load_config(pretrain_config, {"paths.train": "unused"})["training"]
@@ -51,6 +53,7 @@ def main(
     # Planned in whole minutes per seed; the basis shows the measurement.
     rows += [(f"{name}, {n_seeds} seed(s)", round(minutes) * n_seeds, f"measured: {minutes:g} min/seed")
              for name, minutes in parse_minutes(task_minutes).items()]
+    rows += [(name, minutes, f"measured: {minutes:g} min") for name, minutes in parse_minutes(other_minutes, "--other-minutes").items()]
     total = sum(minutes for _, minutes, _ in rows)
     lines = [f"# Expected duration of `spacy project run all` on {machine}", "",
              "| step | minutes | basis |", "|---|---|---|"]

@@ -29,3 +29,14 @@ def test_a_malformed_minutes_list_names_the_option(tmp_path):
         "--task-minutes", "ner_elmo=15.1,sentiment_bow", "--data-minutes", "5", "--machine", "x",
     ])
     assert result.exit_code == 2 and "--task-minutes" in result.output and "'sentiment_bow'" in result.output
+
+
+def test_steps_run_once_are_counted_once(tmp_path):
+    result = run_cli(plan.main, [
+        CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--seeds", "0,1,2", "--tokens-per-sec", "4096",
+        "--task-minutes", "ner_elmo=15.1", "--data-minutes", "5", "--machine", "x", "--other-minutes", "probe=9",
+    ])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "plan.md").read_text()
+    assert "| probe | 9 | measured: 9 min |" in text  # not x3 seeds
+    assert "| **total** | **126** (about 2.1 hours) | |" in text  # 5 + 66.7 + 45 + 9
