@@ -17,7 +17,7 @@ setup(
     # as one so that setuptools keeps shipping it (older versions only warn when it is not).
     packages=find_packages(include=["spacy_elmo", "spacy_elmo.*"]) + ["spacy_elmo.data.default_bilm"],
     include_package_data=True,
-    package_data={"spacy_elmo": ["py.typed"], "spacy_elmo.data.default_bilm": ["*.json", "*.hdf5"]},
+    package_data={"spacy_elmo": ["py.typed"], "spacy_elmo.data.default_bilm": ["*.json", "*.hdf5", "*.txt"]},
     # torch is pinned by the Makefile before this installs (pip would otherwise
     # resolve a range to the newest CUDA build); any 2.x from 2.1 works.
     install_requires=[

@@ -106,7 +106,8 @@ def transfer_head(head: torch.nn.Module, warm: WarmStart, vocab: Vocabulary) -> 
     """Copy the saved head's rows into ``head`` for the words both vocabularies share; returns how many."""
     if warm.softmax_arrays is None or warm.softmax_kind != head.kind:
         return 0
-    arrays = {name: torch.from_numpy(numpy.asarray(a)) for name, a in warm.softmax_arrays.items()}
+    # float32, whatever the file holds (a shipped biLM's softmax is float16).
+    arrays = {name: torch.from_numpy(numpy.asarray(a, dtype=numpy.float32)) for name, a in warm.softmax_arrays.items()}
     old_ids = numpy.array([warm.vocab.index.get(word, -1) for word in vocab.words])
     shared = numpy.flatnonzero(old_ids >= 0)
     state = head.state_dict()

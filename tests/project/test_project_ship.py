@@ -55,3 +55,20 @@ def test_install_copies_the_shipped_files_and_refuses_an_incomplete_folder(bilm_
     with pytest.raises(ProjectDataError, match=f"{incomplete}: no provenance.json"):
         install(incomplete, tmp_path / "other")
     assert not (tmp_path / "other").exists()
+
+
+def test_a_shipped_biLM_can_be_warm_started_and_its_provenance_counts_every_token(bilm_dir, tmp_path):
+    """The shipped softmax (float16) and vocab continue training; tokens add up over warm starts."""
+    first = ship(bilm_dir, tmp_path / "first")
+    with h5py.File(first / "softmax.hdf5", "r") as f:
+        assert all(f[name].dtype == numpy.float16 for name in f.keys())
+    seen = json.loads((first / "provenance.json").read_text())["tokens_seen"]
+    text = bilm_dir.parent / "text.txt"
+    pretrain(load_config(TINY, {"paths.train": str(text), "training.max_steps": 2, "paths.init_dir": str(first)}),
+             tmp_path / "continued", progress=False)
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"total": {"train_words": 280}}))
+    second = json.loads((ship(tmp_path / "continued", tmp_path / "second", corpus_report=report) / "provenance.json").read_text())
+    assert second["steps"] == 2 and second["warm_started_from"]["tokens_seen"] == seen
+    assert second["tokens_seen_total"] == second["tokens_seen"] + seen > seen
+    assert second["corpus"] == {"train_words": 280}
