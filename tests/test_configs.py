@@ -66,6 +66,7 @@ ELMO_RUNS = [
     ("ner_elmo.cfg", "ner.spacy", "ner"),
     ("ner_elmo_only.cfg", "ner.spacy", "ner"),
     ("ner_elmo_input.cfg", "ner.spacy", "ner"),
+    ("textcat_elmo_input.cfg", "cats.spacy", "textcat"),
     ("textcat_elmo.cfg", "cats.spacy", "textcat"),
     ("textcat_elmo_only.cfg", "cats.spacy", "textcat"),
     ("textcat_multilabel_elmo.cfg", "multi.spacy", "textcat_multilabel"),
