@@ -261,6 +261,7 @@ class Run:
     window: LogWindow = None
     batches: List[numpy.ndarray] = field(default_factory=list)  # the current epoch's
     per_process: int = 0
+    train_lengths: List[int] = field(default_factory=list)  # tokens per training sentence, computed once
 
     @property
     def training(self) -> Dict[str, Any]:
@@ -294,6 +295,7 @@ def start_run(config: Config, output_dir: Path, device: str) -> Tuple[Run, Optio
         from torch.nn.parallel import DistributedDataParallel
 
         run.model = DistributedDataParallel(lm, device_ids=[torch_device.index] if torch_device.type == "cuda" else None)
+    run.train_lengths = [len(s) for s in data.train]
     run.batches, run.per_process = epoch_plan(run, run.progress.epoch)
     return run, warm
 
@@ -338,8 +340,7 @@ def start_outputs(run: Run) -> None:
 def epoch_plan(run: Run, epoch: int) -> Tuple[List[numpy.ndarray], int]:
     """The epoch's batches and how many each process takes: the count differs
     between epochs, since each epoch shuffles before batching."""
-    lengths = [len(s) for s in run.data.train]
-    batches = epoch_batches(lengths, run.training["batch_size"], run.config["system"]["seed"], epoch)
+    batches = epoch_batches(run.train_lengths, run.training["batch_size"], run.config["system"]["seed"], epoch)
     per_process = len(batches) // run.dist.world_size
     if per_process == 0:
         raise PretrainDataError(f"{run.config['paths']['train']}: {len(batches)} batch(es) per epoch cannot feed "
@@ -431,7 +432,7 @@ def save(run: Run) -> None:
     })
     export_bilm(run.lm.bilm, run.output_dir, {
         "bidirectional": True, "n_tokens_vocab": len(run.data.vocab), "dropout": t["dropout"],
-        "n_train_tokens": int(sum(len(s) for s in run.data.train)), "batch_size_tokens": t["batch_size"],
+        "n_train_tokens": int(sum(run.train_lengths)), "batch_size_tokens": t["batch_size"],
     })
     export_softmax(run.lm.head, run.output_dir / SOFTMAX_NAME)
     plot_curve(read_jsonl(run.output_dir / METRICS_NAME), run.output_dir / CURVE_NAME)
