@@ -3,7 +3,8 @@
 Layouts follow bilm-tf so weight files map onto parameters without surprises:
 matrices are stored ``(in, out)`` and applied as ``x @ W``.
 """
-from typing import Dict, List
+from functools import partial
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy
 import torch
@@ -11,6 +12,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from .char_ids import N_CHARACTERS, PAD_CHAR
+from .kernels import PackedLinear, check_precision
 from .options import ElmoOptions
 
 # Tokens per chunk in the CNN: bounds the (tokens x positions x filters)
@@ -45,6 +47,9 @@ class CharEncoder(nn.Module):
         )
         self.proj_weight = nn.Parameter(torch.empty(n_filters, options.projection_dim))
         self.proj_bias = nn.Parameter(torch.empty(options.projection_dim))
+        # "int8": the highway and projection layers run quantized copies at inference.
+        self.precision = "fp32"
+        self._int8_kernels: Optional[Tuple[tuple, List[PackedLinear]]] = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -66,17 +71,42 @@ class CharEncoder(nn.Module):
             nn.init.normal_(self.proj_weight, 0.0, (1.0 / n_filters) ** 0.5)
             self.proj_bias.zero_()
 
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_int8_kernels"] = None  # opaque packed tensors: rebuilt on first use
+        return state
+
+    def set_precision(self, precision: str) -> None:
+        check_precision(precision)
+        self.precision = precision
+        self._int8_kernels = None
+
+    def weights_key(self) -> tuple:
+        """Changes whenever the weights (or how they run) change."""
+        return (self.precision,) + tuple((p.data_ptr(), p._version) for p in self.parameters())
+
     def forward(self, char_ids: Tensor) -> Tensor:
         """``(n_tokens, max_chars)`` ids -> ``(n_tokens, projection_dim)`` vectors."""
         features = self._convolve_by_length(char_ids)
+        dense = self._dense_layers()
         n_filters = self.n_filters
-        for weight, bias in zip(self.highway_weights, self.highway_biases):
-            both = torch.addmm(bias, features, weight)
+        for highway in dense[:-1]:
+            both = highway(features)
             transform = torch.relu(both[:, :n_filters])
             carry = torch.sigmoid(both[:, n_filters:])
             # carry * transform + (1 - carry) * x, in fewer passes
             features = torch.addcmul(features, carry, transform - features)
-        return torch.addmm(self.proj_bias, features, self.proj_weight)
+        return dense[-1](features)
+
+    def _dense_layers(self) -> List[Callable[[Tensor], Tensor]]:
+        """The highway layers and the projection: fp32 addmm, or packed int8 copies."""
+        pairs = list(zip(self.highway_weights, self.highway_biases)) + [(self.proj_weight, self.proj_bias)]
+        if self.precision != "int8" or torch.is_grad_enabled():
+            return [partial(torch.addmm, bias, mat2=weight) for weight, bias in pairs]
+        key = self.weights_key()
+        if self._int8_kernels is None or self._int8_kernels[0] != key:
+            self._int8_kernels = (key, [PackedLinear(weight, bias, "int8") for weight, bias in pairs])
+        return self._int8_kernels[1]  # type: ignore[return-value]
 
     def _convolve_by_length(self, char_ids: Tensor) -> Tensor:
         """The CNN features, skipping the all-padding tail of short tokens.

@@ -16,14 +16,15 @@ import numpy
 import torch
 from torch import Tensor, nn
 
+from .kernels import PackedLinear, check_precision
 from .options import ElmoOptions
 
 State = Tuple[Tensor, Tensor]  # (h (B, P), c (B, C))
-# MKL packs a weight into its GEMM panel layout once; small-batch products
-# against it (the recurrent step) then skip the per-call packing and run
-# about twice as fast on CPU, with bit-identical results. The hint is the
-# batch size the layout is tuned for; any batch size works with it.
-_PACK_BATCH_HINT = 128
+# Inference computes the input-to-gate products a chunk of steps at a time:
+# big enough for an efficient GEMM (M = steps x batch), small enough (bytes)
+# that the buffer is reused from the heap instead of page-faulted in afresh
+# on every call (a fresh 60 MB buffer costs as much as a third of its GEMM).
+INPUT_CHUNK_BYTES = 16 * 2**20
 # file gate blocks (i, j, f, o) -> internal (i, f, o, j)
 _FILE_TO_INTERNAL = (0, 2, 3, 1)
 _INTERNAL_TO_FILE = (0, 3, 1, 2)
@@ -35,21 +36,11 @@ def _permute_gate_blocks(array: numpy.ndarray, order: Sequence[int]) -> numpy.nd
     return numpy.concatenate([blocks[k] for k in order], axis=-1)
 
 
-def _mkl_packing_available() -> bool:
-    return torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
-
-
-def _packed_linear(inputs: Tensor, transposed: Tensor, packed: Tensor) -> Tensor:
-    # The last argument must equal the batch size, or the op silently falls
-    # back to an unpacked linear(); a packed B layout does not depend on it.
-    return torch.ops.mkl._mkl_linear(inputs, packed, transposed, None, inputs.shape[0])
-
-
 class ProjectedLstm(nn.Module):
     """One LSTM layer running in one direction over a time-major batch."""
 
-    # Inference on CPU uses MKL-packed copies of the recurrent weights (more
-    # memory, ~2x faster steps); set False to save the memory.
+    # Inference on CPU uses packed copies of the weights (oneDNN or MKL layout:
+    # more memory, ~2x faster recurrent steps); set False to save the memory.
     use_packed_weights = True
 
     def __init__(self, input_dim: int, cell_dim: int, proj_dim: int, cell_clip: float, proj_clip: float):
@@ -64,7 +55,8 @@ class ProjectedLstm(nn.Module):
         offset = torch.zeros(4 * cell_dim)
         offset[cell_dim : 2 * cell_dim] = FORGET_BIAS
         self.register_buffer("forget_offset", offset, persistent=False)
-        self._packed: Optional[Tuple[tuple, Tuple[Tensor, Tensor, Tensor, Tensor]]] = None
+        self.precision = "fp32"
+        self._kernels: Optional[Tuple[tuple, Tuple[PackedLinear, PackedLinear, PackedLinear]]] = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -79,10 +71,10 @@ class ProjectedLstm(nn.Module):
             nn.init.uniform_(self.proj_weight, -bound, bound)
 
     def __getstate__(self):
-        # The packed copies are a derived cache (and opaque MKL tensors that
-        # cannot be copied or pickled): copies rebuild them on first use.
+        # The packed copies are a derived cache (and opaque oneDNN/MKL tensors
+        # that cannot be copied or pickled): copies rebuild them on first use.
         state = self.__dict__.copy()
-        state["_packed"] = None
+        state["_kernels"] = None
         return state
 
     def zero_state(self, batch_size: int, like: Tensor) -> State:
@@ -103,69 +95,71 @@ class ProjectedLstm(nn.Module):
         n_steps, batch_size, _ = inputs.shape
         if state is None:
             state = self.zero_state(batch_size, inputs)
+        if not (torch.is_grad_enabled() and (inputs.requires_grad or any(p.requires_grad for p in self.parameters()))):
+            return self._run_inplace(inputs, state, lengths)
         # The input-to-gate matmul for all steps at once, outside the loop.
         input_gates = torch.addmm(
             self.bias + self.forget_offset, inputs.reshape(n_steps * batch_size, -1), self.input_weight
         ).view(n_steps, batch_size, -1)
-        if torch.is_grad_enabled() and (input_gates.requires_grad or self.state_weight.requires_grad):
-            if lengths is None and not torch.is_autocast_enabled(input_gates.device.type):
-                # Training: the whole sequence in one autograd node (hand-written BPTT).
-                outputs = _FusedLstmSequence.apply(
-                    input_gates, state[0], state[1], self.state_weight, self.proj_weight, self.cell_clip, self.proj_clip
-                )
-                return outputs, None
-            return self._run_autograd(input_gates, state, lengths)
-        return self._run_inplace(input_gates, state, lengths)
+        if lengths is None and not torch.is_autocast_enabled(input_gates.device.type):
+            # Training: the whole sequence in one autograd node (hand-written BPTT).
+            outputs = _FusedLstmSequence.apply(
+                input_gates, state[0], state[1], self.state_weight, self.proj_weight, self.cell_clip, self.proj_clip
+            )
+            return outputs, None
+        return self._run_autograd(input_gates, state, lengths)
 
-    def _packed_weights(self) -> Optional[Tuple[Tensor, Tensor, Tensor, Tensor]]:
-        """MKL-packed state and projection weights, rebuilt when the weights change."""
-        weights = (self.state_weight, self.proj_weight)
-        if not (
-            self.use_packed_weights
-            and _mkl_packing_available()
-            and all(w.device.type == "cpu" and w.dtype == torch.float32 for w in weights)
-        ):
-            return None
-        key = tuple((w.data_ptr(), w._version) for w in weights)
-        if self._packed is None or self._packed[0] != key:
-            packed = []
-            for weight in weights:
-                transposed = weight.detach().t().contiguous()  # (out, in), as linear() wants
-                packed += [transposed, torch.ops.mkl._mkl_reorder_linear_weight(transposed, _PACK_BATCH_HINT)]
-            self._packed = (key, tuple(packed))  # type: ignore[assignment]
-        return self._packed[1]  # type: ignore[index]
+    def set_precision(self, precision: str) -> None:
+        """``"fp32"`` (exact) or ``"int8"`` (quantized copies of the weights, inference only)."""
+        check_precision(precision)
+        self.precision = precision
+        self._kernels = None
 
-    def _run_inplace(self, input_gates: Tensor, state: State, lengths: Optional[Tensor]):
-        """Inference: every step writes into buffers allocated once (``input_gates`` is consumed)."""
-        n_steps, batch_size, _ = input_gates.shape
+    def _inference_kernels(self) -> Tuple[PackedLinear, PackedLinear, PackedLinear]:
+        """Packed input, recurrent and projection matmuls, rebuilt when the weights change."""
+        weights = (self.input_weight, self.state_weight, self.bias, self.proj_weight)
+        key = (self.precision, self.use_packed_weights) + tuple((w.data_ptr(), w._version) for w in weights)
+        if self._kernels is None or self._kernels[0] != key:
+            def pack(weight: Tensor, bias: Optional[Tensor] = None) -> PackedLinear:
+                return PackedLinear(weight, bias, self.precision, packed=self.use_packed_weights)
+
+            kernels = (
+                pack(self.input_weight, self.bias + self.forget_offset),
+                pack(self.state_weight),
+                pack(self.proj_weight),
+            )
+            self._kernels = (key, kernels)
+        return self._kernels[1]
+
+    def _run_inplace(self, inputs: Tensor, state: State, lengths: Optional[Tensor]):
+        """Inference: no autograd, packed kernels, the input matmul a chunk of steps at a time."""
+        n_steps, batch_size, _ = inputs.shape
         C = self.cell_dim
+        input_mm, state_mm, proj_mm = self._inference_kernels()
         h, c = state[0], state[1].clone()
-        outputs = input_gates.new_empty(n_steps, batch_size, self.proj_dim)
-        hidden = input_gates.new_empty(batch_size, C)
+        outputs = inputs.new_empty(n_steps, batch_size, self.proj_dim)
+        hidden = inputs.new_empty(batch_size, C)
         ends = _rows_ending_at(lengths, n_steps)
         final_c = c.clone() if ends else None
-        packed = self._packed_weights()
-        for t in range(n_steps):
-            # The gates are computed in place over this step's input part.
-            if packed is not None:
-                gates = input_gates[t].add_(_packed_linear(h, packed[0], packed[1]))
-            else:
-                gates = input_gates[t].addmm_(h, self.state_weight)
-            gates[:, : 3 * C].sigmoid_()
-            gates[:, 3 * C :].tanh_()
-            c.mul_(gates[:, C : 2 * C]).addcmul_(gates[:, :C], gates[:, 3 * C :])
-            if self.cell_clip:
-                c.clamp_(-self.cell_clip, self.cell_clip)
-            torch.tanh(c, out=hidden).mul_(gates[:, 2 * C : 3 * C])
-            h = outputs[t]
-            if packed is not None:
-                h.copy_(_packed_linear(hidden, packed[2], packed[3]))
-            else:
-                torch.mm(hidden, self.proj_weight, out=h)
-            if self.proj_clip:
-                h.clamp_(-self.proj_clip, self.proj_clip)
-            if ends and t in ends:
-                final_c[ends[t]] = c[ends[t]]
+        flat_inputs = inputs.reshape(n_steps * batch_size, -1)
+        chunk = max(1, INPUT_CHUNK_BYTES // (batch_size * 4 * C * inputs.element_size()))
+        for first in range(0, n_steps, chunk):
+            input_gates = input_mm(flat_inputs[first * batch_size : (first + chunk) * batch_size])
+            for t in range(first, min(first + chunk, n_steps)):
+                row = (t - first) * batch_size
+                gates = state_mm(h, add=input_gates[row : row + batch_size])
+                gates[:, : 3 * C].sigmoid_()
+                gates[:, 3 * C :].tanh_()
+                c.mul_(gates[:, C : 2 * C]).addcmul_(gates[:, :C], gates[:, 3 * C :])
+                if self.cell_clip:
+                    c.clamp_(-self.cell_clip, self.cell_clip)
+                torch.tanh(c, out=hidden).mul_(gates[:, 2 * C : 3 * C])
+                h = outputs[t]
+                h.copy_(proj_mm(hidden))
+                if self.proj_clip:
+                    h.clamp_(-self.proj_clip, self.proj_clip)
+                if ends and t in ends:
+                    final_c[ends[t]] = c[ends[t]]
         return outputs, self._final_state(outputs, final_c, lengths)
 
     def _run_autograd(self, input_gates: Tensor, state: State, lengths: Optional[Tensor]):
@@ -245,8 +239,7 @@ class _FusedLstmSequence(torch.autograd.Function):
         tanh_cells = input_gates.new_empty(n_steps, batch_size, C)
         cells[0] = c0
         hiddens[0] = h0
-        state_mm = _step_matmul(state_weight)
-        proj_mm = _step_matmul(proj_weight)
+        state_mm, proj_mm = PackedLinear(state_weight), PackedLinear(proj_weight)
         for t in range(n_steps):
             gates = torch.add(input_gates[t], state_mm(hiddens[t]), out=acts[t])
             gates[:, : 3 * C].sigmoid_()
@@ -277,7 +270,7 @@ class _FusedLstmSequence(torch.autograd.Function):
         grad_proj_in = grad_outputs.new_empty(n_steps, batch_size, hiddens.shape[-1])
         grad_h = grad_outputs.new_zeros(batch_size, hiddens.shape[-1])
         grad_c = acts.new_zeros(batch_size, C)
-        proj_t_mm, state_t_mm = _step_matmul(proj_weight.t()), _step_matmul(state_weight.t())
+        proj_t_mm, state_t_mm = PackedLinear(proj_weight.t()), PackedLinear(state_weight.t())
         for t in range(n_steps - 1, -1, -1):
             i, f, o, j = acts[t, :, :C], acts[t, :, C : 2 * C], acts[t, :, 2 * C : 3 * C], acts[t, :, 3 * C :]
             dh = torch.add(grad_outputs[t], grad_h, out=grad_proj_in[t])
@@ -301,16 +294,6 @@ class _FusedLstmSequence(torch.autograd.Function):
         grad_state_weight = torch.mm(hiddens[:-1].reshape(n_steps * batch_size, -1).t(), flat_gates)
         grad_proj_weight = torch.mm(mixed.view(n_steps * batch_size, C).t(), grad_proj_in.view(n_steps * batch_size, -1))
         return grad_gates, grad_h, grad_c, grad_state_weight, grad_proj_weight, None, None
-
-
-def _step_matmul(weight: Tensor):
-    """``x -> x @ weight`` for the many small products of a recurrent loop:
-    MKL-packed once when available (about 2x faster per step on CPU)."""
-    if weight.device.type == "cpu" and weight.dtype == torch.float32 and _mkl_packing_available():
-        transposed = weight.t().contiguous()
-        packed = torch.ops.mkl._mkl_reorder_linear_weight(transposed, _PACK_BATCH_HINT)
-        return lambda x: _packed_linear(x, transposed, packed)
-    return lambda x: torch.mm(x, weight)
 
 
 def _rows_ending_at(lengths: Optional[Tensor], n_steps: int):

@@ -9,9 +9,11 @@ from torch.nn import functional as F
 
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
+from .kernels import check_precision, int8_available
 from .lstm import BiLstm, State
-from ..errors import ElmoFileNotFoundError
+from ..errors import ElmoError, ElmoFileNotFoundError
 from .options import ElmoOptions
+from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
 from .weights import lstm_prefix, read_weights, write_weights
 from .windows import strided_windows
 
@@ -38,30 +40,63 @@ class ElmoBiLM(nn.Module):
     bilm-tf and AllenNLP do (and as their published test outputs need).
     """
 
-    def __init__(self, options: ElmoOptions):
+    def __init__(self, options: ElmoOptions, type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE):
         super().__init__()
         self.options = options
         self.char_encoder = CharEncoder(options)
         self.bilstm = BiLstm(options)
+        # Inference reuses the token vectors of types seen before (exact; see type_cache.py).
+        self.type_cache = TypeCache(type_cache_size)
         # Per direction, per layer: (h, c) for as many rows as the largest batch seen.
         self._states: Optional[List[List[State]]] = None
 
     # -- construction and files -------------------------------------------
     @classmethod
-    def from_files(cls, options_file: PathLike, weight_file: PathLike, device: Union[str, torch.device] = "cpu") -> "ElmoBiLM":
-        """Load bilm-tf/AllenNLP ``options.json`` + ``weights.hdf5``, in eval mode."""
+    def from_files(cls, options_file: PathLike, weight_file: PathLike, device: Union[str, torch.device] = "cpu",
+                   precision: str = "fp32") -> "ElmoBiLM":
+        """Load bilm-tf/AllenNLP ``options.json`` + ``weights.hdf5``, in eval mode.
+        ``precision``: "fp32" (exact) or "int8" (quantized inference on CPU; see ``set_precision``)."""
+        check_precision(precision)
         options = ElmoOptions.from_file(options_file)
         model = cls(options)
         model.load_tf_arrays(read_weights(options, weight_file))
-        return model.to(device).eval()
+        model = model.to(device).eval()
+        model.set_precision(precision)
+        return model
 
     @classmethod
-    def from_dir(cls, path: PathLike, device: Union[str, torch.device] = "cpu") -> "ElmoBiLM":
+    def from_dir(cls, path: PathLike, device: Union[str, torch.device] = "cpu", precision: str = "fp32") -> "ElmoBiLM":
         """Load a directory holding ``options.json`` + ``weights.hdf5`` (e.g. a pretraining output)."""
         path = Path(path)
         if not path.is_dir():
             raise ElmoFileNotFoundError(f"biLM directory not found: {path}")
-        return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device)
+        return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device, precision=precision)
+
+    # -- how inference runs -------------------------------------------------
+    @property
+    def precision(self) -> str:
+        return self.char_encoder.precision
+
+    def set_precision(self, precision: str) -> None:
+        """"fp32": the exact path. "int8": the LSTM's input, recurrent and projection
+        matmuls and the highway/projection layers run int8 weights (per output
+        channel) with dynamically quantized activations (fbgemm/onednn), on CPU,
+        without gradients. The fp32 weights stay: saving and switching back are exact."""
+        check_precision(precision)
+        if precision == "int8":
+            if self.device.type != "cpu":
+                raise ElmoError(f"precision 'int8' runs on the CPU only (this biLM is on {self.device})")
+            if not int8_available():
+                raise ElmoError("precision 'int8' needs a torch build with the fbgemm/x86/onednn quantized engine")
+        self.char_encoder.set_precision(precision)
+        for stack in self._lstm_stacks():
+            for layer in stack:
+                layer.set_precision(precision)
+        self.type_cache.clear()
+
+    def set_type_cache_size(self, max_types: int) -> None:
+        """How many token types' vectors inference keeps (0: none)."""
+        self.type_cache = TypeCache(max_types)
 
     def to_files(self, options_file: PathLike, weight_file: PathLike, dtype: str = "float32") -> None:
         """Write the bilm-tf layout (readable by ``from_files``, bilm-tf and AllenNLP);
@@ -106,7 +141,13 @@ class ElmoBiLM(nn.Module):
     def token_embeddings(self, char_ids: Tensor) -> Tensor:
         """``(..., max_chars)`` ids -> ``(..., P)`` context-independent vectors (the char CNN alone)."""
         type_chars, type_index = unique_types(char_ids.to(self.device))
-        return F.embedding(type_index, self.char_encoder(type_chars))
+        return F.embedding(type_index, self.encode_types(type_chars))
+
+    def encode_types(self, type_chars: Tensor) -> Tensor:
+        """The char encoder over distinct tokens: through the type cache at inference."""
+        if torch.is_grad_enabled() or self.training:
+            return self.char_encoder(type_chars)
+        return self.type_cache.encode(type_chars, self.char_encoder, self.char_encoder.weights_key())
 
     def contextual(
         self, type_chars: Tensor, type_index: Tensor, lengths: Tensor,
@@ -121,7 +162,7 @@ class ElmoBiLM(nn.Module):
         states. ``dropout`` (pretraining) applies to the token vectors and
         between the LSTM layers.
         """
-        tokens = F.embedding(type_index.t(), self.char_encoder(type_chars))
+        tokens = F.embedding(type_index.t(), self.encode_types(type_chars))
         if dropout:
             tokens = F.dropout(tokens, dropout)
         layers, finals = self.bilstm(tokens, lengths, initial, return_states=return_states, dropout=dropout)

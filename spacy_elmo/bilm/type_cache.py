@@ -1,0 +1,64 @@
+"""A bounded LRU of context-independent token vectors, across batches and documents.
+
+The char CNN + highway + projection output of a token type depends on its
+characters and the weights alone (bilm-tf's ``dump_token_embeddings`` idea,
+made automatic): text repeats a lot, so most tokens of a new batch were
+encoded before. Entries are dropped whenever the encoder's weights or
+precision change.
+"""
+from collections import OrderedDict
+from typing import Callable, Dict, Hashable, Optional
+
+import torch
+from torch import Tensor
+
+# Types kept by default: 16,384 x 512 floats = 32 MB for the original size, 8 MB for the small one.
+DEFAULT_TYPE_CACHE_SIZE = 16384
+
+
+class TypeCache:
+    def __init__(self, max_types: int = DEFAULT_TYPE_CACHE_SIZE):
+        if max_types < 0:
+            raise ValueError(f"type cache size must be >= 0, got {max_types}")
+        self.max_types = max_types
+        self._vectors: "OrderedDict[bytes, Tensor]" = OrderedDict()
+        self._owner: Optional[Hashable] = None
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def clear(self) -> None:
+        self._vectors.clear()
+
+    def reset_stats(self) -> None:
+        self.hits = self.misses = 0
+
+    def stats(self) -> Dict[str, float]:
+        looked_up = self.hits + self.misses
+        return {"hits": self.hits, "misses": self.misses, "types": len(self),
+                "hit_rate": self.hits / looked_up if looked_up else 0.0}
+
+    def encode(self, type_chars: Tensor, encoder: Callable[[Tensor], Tensor], owner: Hashable) -> Tensor:
+        """``encoder(type_chars)`` for ``(U, max_chars)`` distinct ids, computing only the
+        types not cached. ``owner`` identifies the weights: a new one empties the cache."""
+        if not self.max_types:
+            return encoder(type_chars)
+        if owner != self._owner:
+            self.clear()
+            self._owner = owner
+        keys = [row.tobytes() for row in type_chars.cpu().numpy()]
+        missing = [k for k, key in enumerate(keys) if key not in self._vectors]
+        self.hits += len(keys) - len(missing)
+        self.misses += len(missing)
+        fresh = encoder(type_chars[missing]) if missing else None
+        vectors = [self._vectors.get(key) for key in keys]
+        for row, k in enumerate(missing):
+            vectors[k] = fresh[row].clone()  # its own storage: an entry must not keep its batch alive
+        for key, vector in zip(keys, vectors):
+            self._vectors[key] = vector
+            self._vectors.move_to_end(key)
+        while len(self._vectors) > self.max_types:
+            self._vectors.popitem(last=False)
+        return torch.stack(vectors) if vectors else encoder(type_chars)
