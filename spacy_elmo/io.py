@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Type, Union
 
-from .errors import ElmoFileNotFoundError
+from .errors import ElmoError, ElmoFileNotFoundError
 
 _BLOCK = 1 << 20
 
@@ -19,6 +19,23 @@ def require_file(path: Union[str, Path], what: str, hint: str = "") -> Path:
         raise ElmoFileNotFoundError(f"{what} {path} is a directory, not a file{hint}")
     if not path.is_file():
         raise ElmoFileNotFoundError(f"{what} not found: {path}")
+    return path
+
+
+def require_writable_path(path: Union[str, Path], what: str) -> Path:
+    """``path`` as a Path if a file can be written there (its directory is created if
+    needed); else an error naming ``what`` and why. Checked by writing a probe file,
+    which also catches read-only file systems."""
+    path = Path(path)
+    if path.is_dir():
+        raise ElmoError(f"{what} {path} is a directory: give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe = path.with_name(f".{path.name}.probe{os.getpid()}")
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise ElmoError(f"{what} {path} cannot be written: {err.strerror or err}") from None
     return path
 
 

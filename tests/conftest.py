@@ -73,3 +73,13 @@ def text_files(tmp_path):
     dev = tmp_path / "dev.txt"
     dev.write_text("\n".join(PRETRAIN_SENTENCES[:3]) + "\n", encoding="utf8")
     return train, dev
+
+
+def make_nlp(weight_files, **config):
+    """A blank English pipeline with an ``elmo`` component on ``(options, weights)`` files."""
+    import spacy
+
+    nlp = spacy.blank("en")
+    options, weights = weight_files
+    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), **config})
+    return nlp

@@ -1,5 +1,6 @@
 """`python -m spacy_elmo embed`: AllenNLP-compatible output, resume, errors."""
 import json
+import os
 import subprocess
 import sys
 
@@ -227,3 +228,86 @@ def test_very_long_lines_run_in_the_components_windows(files):
     whole = ElmoBiLM.from_files(options, weights).embed_batch([words])[0]
     assert not numpy.allclose(data["0"], whole, atol=1e-3)  # windowed, not one 300-token run
     numpy.testing.assert_allclose(data["1"], ElmoBiLM.from_files(options, weights).embed_batch([["short", "line"]])[0], atol=1e-5)
+
+
+def test_torchrun_processes_share_the_lines_and_merge_to_the_single_process_file(files):
+    """2 CPU processes under torchrun: each writes its part, process 0 merges; every
+    dataset equals the single-process run's byte for byte (one thread per process in both)."""
+    tmp, options, weights, text = files
+    text.write_text("\n".join(LINES * 5) + "\n", encoding="utf8")  # 35 lines: 18 batches of 2
+    common = [str(text), "--options-file", str(options), "--weight-file", str(weights), "--batch-size", "2"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    single = subprocess.run([sys.executable, "-m", "spacy_elmo", "embed", common[0], str(tmp / "one.hdf5"), *common[1:]],
+                            capture_output=True, text=True, env=env)
+    assert single.returncode == 0, single.stderr
+    shared = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         "-m", "spacy_elmo", "embed", common[0], str(tmp / "two.hdf5"), *common[1:]],
+        capture_output=True, text=True, env=env,
+    )
+    assert shared.returncode == 0, shared.stderr
+    one, one_index = read_output(tmp / "one.hdf5")
+    two, two_index = read_output(tmp / "two.hdf5")
+    assert one_index == two_index and sorted(one) == sorted(two) and len(one) == 35
+    assert all(one[k].tobytes() == two[k].tobytes() for k in one)
+    assert not list(tmp.glob("two.hdf5.*"))  # parts, partials and progress files are gone
+
+
+def test_a_finished_part_is_kept_when_the_shared_run_is_rerun(files, monkeypatch):
+    tmp, options, weights, text = files
+    bilm = ElmoBiLM.from_files(options, weights)
+    out = tmp / "shared.hdf5"
+    monkeypatch.setattr(embed_module, "MERGE_POLL_SECONDS", 0.01)
+    # Process 1 alone finishes its part; process 0 would wait for it, so it runs second.
+    embed_module.embed_file(text, out, bilm, batch_size=2, share=(1, 2), progress=False)
+    part = embed_module.part_path(out, 1, 2)
+    assert part.is_file() and not out.exists()
+    calls = []
+    original = ElmoBiLM.embed_batch
+    monkeypatch.setattr(ElmoBiLM, "embed_batch", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    embed_module.embed_file(text, out, bilm, batch_size=2, share=(1, 2), progress=False)
+    assert calls == []  # the finished part was not redone
+    embed_module.embed_file(text, out, bilm, batch_size=2, share=(0, 2), progress=False)
+    merged, index = read_output(out)
+    expected = bilm.embed_batch([line.split() for line in LINES])
+    assert len(merged) == len(LINES) and len(index) == len(set(LINES))
+    for k, array in enumerate(expected):
+        numpy.testing.assert_allclose(merged[str(k)], array, atol=1e-5)
+    assert not part.exists()
+
+
+@pytest.mark.parametrize("extra,env,message", [
+    (["--precision", "int4"], {}, "--precision must be one of"),
+    (["--precision", "int8", "--device", "cuda"], {}, "--precision int8 runs on the CPU only"),
+    (["--stateful"], {"RANK": "0", "WORLD_SIZE": "2"}, "--stateful carries state"),
+])
+def test_more_bad_options_fail_before_any_weights_load(files, monkeypatch, extra, env, message):
+    tmp, _, _, text = files
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    result = CliRunner().invoke(app, ["embed", str(text), str(tmp / "o.hdf5"), *extra])
+    assert result.exit_code == 1 and message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_an_unwritable_output_path_fails_before_any_weights_load(files, monkeypatch):
+    tmp, _, _, text = files
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    (tmp / "a_file").write_text("x")
+    for out, message in ((tmp / "a_file" / "o.hdf5", "cannot be written"), (tmp, "is a directory")):
+        result = CliRunner().invoke(app, ["embed", str(text), str(out)])
+        assert result.exit_code == 1 and "OUTPUT_FILE" in result.output and message in result.output
+        assert len(result.output.strip().splitlines()) == 1
+
+
+def test_int8_embeds_close_to_fp32(files):
+    tmp, options, weights, text = files
+    exact, _ = read_output_after(run_embed, files, "fp32.hdf5")
+    quantized, _ = read_output_after(run_embed, files, "int8.hdf5", "--precision", "int8")
+    keys = [k for k in exact if exact[k].size]
+    a = numpy.concatenate([exact[k] for k in keys], axis=1)
+    b = numpy.concatenate([quantized[k] for k in keys], axis=1)
+    assert numpy.abs(a - b).max() > 1e-4  # int8 really ran
+    cosine = (a * b).sum(-1) / (numpy.linalg.norm(a, axis=-1) * numpy.linalg.norm(b, axis=-1))
+    assert cosine.min() > 0.98 and cosine.mean() > 0.995  # and stayed close (random tiny weights)

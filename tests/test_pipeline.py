@@ -7,7 +7,7 @@ from spacy.tokens import Doc
 from spacy_elmo.bilm import ElmoBiLM, ElmoError
 from spacy_elmo.errors import ElmoNoWeightsError
 
-from .conftest import tiny_bilm
+from .conftest import make_nlp, tiny_bilm
 
 TEXTS = [
     "Alice met Bob in Paris.",
@@ -28,13 +28,6 @@ def weight_files(tmp_path):
 @pytest.fixture
 def reference(weight_files):
     return ElmoBiLM.from_files(*weight_files)
-
-
-def make_nlp(weight_files, **config):
-    nlp = spacy.blank("en")
-    options, weights = weight_files
-    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), **config})
-    return nlp
 
 
 def test_layers_equal_the_bilm(weight_files, reference):

@@ -6,13 +6,19 @@ those files keep working: dataset ``"i"`` holds line i's vectors and
 
 Long inputs are resumable: results go to ``OUTPUT.partial`` and a small
 progress file; running the same command again continues where it stopped.
+
+Under ``torchrun --nproc_per_node N -m spacy_elmo embed ...`` each process
+embeds every N-th batch of the single-process plan into its own resumable
+part (``OUTPUT.part-R-of-N``); process 0 then merges the parts into OUTPUT,
+whose datasets equal a single process's byte for byte (same batches, same
+threads per process).
 """
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import h5py
 import numpy
@@ -20,15 +26,18 @@ import typer
 from tqdm import tqdm
 
 from ..bilm import ElmoBiLM
+from ..bilm.kernels import PRECISIONS
 from ..bilm.device import resolve_device
 from ..loaders import default_bilm_dir, load_bilm
 from ..errors import ElmoError, EmbedInputError
-from ..io import file_sha256, iter_utf8_lines, write_json_atomic
+from ..io import file_sha256, iter_utf8_lines, require_writable_path, write_json_atomic
 from . import app
 
 LAYER_CHOICES = ("all", "top", "average")
 # Seconds between checkpoints of the partial output.
 CHECKPOINT_SECONDS = 30.0
+# Seconds between process 0's looks for the other processes' finished parts.
+MERGE_POLL_SECONDS = 2.0
 
 
 def read_lines(path: Path) -> List[str]:
@@ -76,13 +85,36 @@ def select_layers(layers: numpy.ndarray, which: str) -> numpy.ndarray:
     return layers
 
 
-def check_embed_options(layers: str, batch_size: int, max_length: int = 0) -> None:
+def check_embed_options(layers: str, batch_size: int, max_length: int = 0, precision: str = "fp32") -> None:
     if layers not in LAYER_CHOICES:
         raise EmbedInputError(f"--layers must be one of {LAYER_CHOICES}, got {layers!r}")
     if batch_size < 1:
         raise EmbedInputError(f"--batch-size must be >= 1, got {batch_size}")
     if max_length < 0:
         raise EmbedInputError(f"--max-length must be >= 0 (0: no windows), got {max_length}")
+    if precision not in PRECISIONS:
+        raise EmbedInputError(f"--precision must be one of {PRECISIONS}, got {precision!r}")
+
+
+def process_share() -> Tuple[int, int]:
+    """``(rank, world size)``: torchrun's ``RANK``/``WORLD_SIZE``, else ``(0, 1)``."""
+    try:
+        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise EmbedInputError("RANK and WORLD_SIZE (set by torchrun) must be integers") from None
+    if world < 1 or not 0 <= rank < world:
+        raise EmbedInputError(f"RANK {rank} / WORLD_SIZE {world} (set by torchrun) do not fit together")
+    return rank, world
+
+
+def check_share(share: Tuple[int, int], stateful: bool) -> None:
+    if share[1] > 1 and stateful:
+        raise EmbedInputError("--stateful carries state from line to line in file order: it cannot be split "
+                              "across processes (run it in one process)")
+
+
+def part_path(output_file: Path, rank: int, world: int) -> Path:
+    return output_file.with_name(f"{output_file.name}.part-{rank}-of-{world}")
 
 
 def resume_point(partial: Path, progress_file: Path, state_file: Path, run_id: Dict) -> int:
@@ -120,14 +152,19 @@ def embed_file(
     settings: Optional[Dict] = None,
     progress: bool = True,
     max_length: int = 256,
+    share: Tuple[int, int] = (0, 1),
 ) -> int:
     """Embed every line of ``input_file`` into ``output_file``; returns the line count.
 
     ``settings`` identifies the run (weights, tokenizer...) so that a resumed
-    run refuses to mix outputs of different settings.
+    run refuses to mix outputs of different settings. ``share = (rank, world)``:
+    this process embeds every world-th batch into its part, and process 0
+    merges the parts (see the module's docstring).
     """
     check_embed_options(layers, batch_size, max_length)
     input_file, output_file = Path(input_file), Path(output_file)
+    check_share(share, stateful)
+    rank, world = share
     lines = read_lines(input_file)
     sentences = [tokenize(line) for line in lines]
     batches = plan_batches([len(s) for s in sentences], batch_size, stateful)
@@ -139,6 +176,22 @@ def embed_file(
         "max_length": max_length,
         **(settings or {}),
     }
+    if world > 1:
+        target = part_path(output_file, rank, world)
+        if not _finished_part(target, run_id):
+            _embed_batches(target, bilm, sentences, batches[rank::world], run_id, layers, stateful, max_length, progress)
+        if rank == 0:
+            merge_parts(output_file, lines, run_id, world, progress)
+        return len(lines)
+    _embed_batches(output_file, bilm, sentences, batches, run_id, layers, stateful, max_length, progress,
+                   lines_to_index=lines)
+    return len(lines)
+
+
+def _embed_batches(output_file: Path, bilm: ElmoBiLM, sentences, batches, run_id: Dict, layers: str,
+                   stateful: bool, max_length: int, progress: bool, lines_to_index: Optional[Sequence[str]] = None):
+    """``batches`` of ``sentences`` into ``output_file`` (resumably); with ``lines_to_index``, also
+    AllenNLP's ``sentence_to_index``; a part file instead records its run."""
     partial = output_file.with_name(output_file.name + ".partial")
     progress_file = output_file.with_name(output_file.name + ".progress.json")
     state_file = output_file.with_name(output_file.name + ".state.npz")
@@ -149,7 +202,8 @@ def embed_file(
     output_file.parent.mkdir(parents=True, exist_ok=True)
     n_done_lines = sum(len(b) for b in batches[:done_batches])
     bar = tqdm(
-        total=len(lines), initial=n_done_lines, unit="sent", desc="embed", disable=not progress, file=sys.stderr
+        total=sum(map(len, batches)), initial=n_done_lines, unit="sent", desc="embed", disable=not progress,
+        file=sys.stderr,
     )
     with h5py.File(partial, "a") as out:
         # Batches written after the last checkpoint are redone.
@@ -160,6 +214,10 @@ def embed_file(
         last_checkpoint = time.monotonic()
         for number in range(done_batches, len(batches)):
             batch = batches[number]
+            # A batch's vectors come from its own lines alone (the type cache would carry
+            # last-bit differences from earlier batches): any split of the batches across
+            # processes then gives the same bytes.
+            bilm.type_cache.clear()
             vectors = bilm.embed_batch([sentences[i] for i in batch], stateful=stateful, max_length=max_length or None)
             for index, array in zip(batch, vectors):
                 out.create_dataset(str(index), data=select_layers(array, layers).astype(numpy.float32))
@@ -170,12 +228,54 @@ def embed_file(
                     numpy.savez(state_file, **bilm.export_states())
                 write_json_atomic(progress_file, {"run": run_id, "done_batches": number + 1})
                 last_checkpoint = time.monotonic()
-        write_sentence_index(out, lines)
+        if lines_to_index is not None:
+            write_sentence_index(out, lines_to_index)
+        else:
+            out.attrs["run"] = json.dumps(run_id, sort_keys=True)
     bar.close()
     os.replace(partial, output_file)
     progress_file.unlink(missing_ok=True)
     state_file.unlink(missing_ok=True)
-    return len(lines)
+
+
+def _finished_part(path: Path, run_id: Dict) -> bool:
+    """Whether ``path`` is a part this very run finished (a rerun skips it)."""
+    if not path.is_file():
+        return False
+    try:
+        with h5py.File(path, "r") as part:
+            return part.attrs.get("run") == json.dumps(run_id, sort_keys=True)
+    except OSError:
+        return False
+
+
+def merge_parts(output_file: Path, lines: Sequence[str], run_id: Dict, world: int, progress: bool = True) -> None:
+    """Process 0's last step: wait for every process's finished part of this run, copy
+    their datasets into ``output_file`` in line order, then remove the parts."""
+    parts = [part_path(output_file, rank, world) for rank in range(world)]
+    waiting = [p for p in parts if not _finished_part(p, run_id)]
+    if waiting and progress:
+        typer.echo(f"waiting for {len(waiting)} other process(es) to finish their parts", err=True)
+    while waiting:
+        time.sleep(MERGE_POLL_SECONDS)
+        waiting = [p for p in waiting if not _finished_part(p, run_id)]
+    partial = output_file.with_name(output_file.name + ".partial")
+    sources = [h5py.File(p, "r") for p in parts]
+    try:
+        with h5py.File(partial, "w") as out:
+            for index in range(len(lines)):
+                name = str(index)
+                source = next((s for s in sources if name in s), None)
+                if source is None:
+                    raise EmbedInputError(f"line {index + 1} is in none of the parts {parts[0].name}..: rerun")
+                out.create_dataset(name, data=source[name][...])
+            write_sentence_index(out, lines)
+    finally:
+        for source in sources:
+            source.close()
+    os.replace(partial, output_file)
+    for part in parts:
+        part.unlink()
 
 
 @app.command("embed")
@@ -195,22 +295,30 @@ def embed_command(
     ),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda:0"),
     max_length: int = typer.Option(256, "--max-length", help="Longer lines run in overlapping windows of this many tokens (0: never; --stateful: never)"),
+    precision: str = typer.Option("fp32", "--precision", help="fp32 (exact) or int8 (quantized matmuls on CPU: faster, within ~1e-2)"),
 ):
-    """Embed a file of sentences with an ELMo biLM (like AllenNLP's `allennlp elmo`)."""
+    """Embed a file of sentences with an ELMo biLM (like AllenNLP's `allennlp elmo`).
+    Under torchrun, the processes share the work (see `embed`'s module docs)."""
     try:
-        check_embed_options(layers, batch_size, max_length)
-        torch_device = resolve_device(device)
+        check_embed_options(layers, batch_size, max_length, precision)
+        torch_device = resolve_device(device, precision)
+        share = process_share()
+        check_share(share, stateful)
+        require_writable_path(output_file, "OUTPUT_FILE")
         source = weight_source(options_file, weight_file, bilm_dir)
         bilm = load_bilm(**source).to(torch_device)
+        bilm.set_precision(precision)
         n = embed_file(
             input_file, output_file, bilm, layers=layers, batch_size=batch_size, stateful=stateful, max_length=max_length,
-            tokenize=make_tokenizer(spacy_tokenizer),
-            settings={**{k: str(Path(v).resolve()) for k, v in source.items() if v}, "spacy_tokenizer": spacy_tokenizer},
+            tokenize=make_tokenizer(spacy_tokenizer), share=share,
+            settings={**{k: str(Path(v).resolve()) for k, v in source.items() if v}, "spacy_tokenizer": spacy_tokenizer,
+                      "precision": precision},
         )
     except ElmoError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)
-    typer.echo(f"wrote {n} sentences to {output_file}", err=True)
+    if share[0] == 0:
+        typer.echo(f"wrote {n} sentences to {output_file}", err=True)
 
 
 def weight_source(options_file: Optional[Path], weight_file: Optional[Path], bilm_dir: Optional[Path]) -> Dict:

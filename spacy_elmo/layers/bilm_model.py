@@ -21,6 +21,7 @@ from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_de
 from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions, batch_char_ids
+from ..bilm.kernels import PRECISIONS, check_precision
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
 from ..bilm.model import embed_sentences, length_batches
 from .cache import LayerCache
@@ -53,6 +54,8 @@ def build_bilm_model(
         attrs={
             "max_segment_length": max_segment_length,
             "cache": LayerCache(cache_mb),
+            # "fp32" (exact) or "int8" (quantized inference; see bilm/kernels.py).
+            "precision": "fp32",
             # The sizes the config asked for (None: whatever the weights have).
             "expected_options": options.to_dict() if options else None,
             # A module built from config sizes is random until weights arrive:
@@ -96,9 +99,17 @@ def set_cache_size(model: BilmModel, max_mb: float) -> None:
     model.attrs["cache"] = LayerCache(max_mb)
 
 
+def set_precision(model: BilmModel, precision: str) -> None:
+    """How prediction runs the biLM: "fp32" (exact) or "int8" (CPU, inference only).
+    Applied to the torch module at its next prediction (also after loading)."""
+    check_precision(precision)
+    model.attrs["precision"] = precision
+
+
 def _weights_key(bilm: ElmoBiLM) -> Tuple:
     # Optimizer steps swap `.data` (new pointer); use_params/load_state_dict bump versions.
-    return tuple((p.data_ptr(), p._version) for p in bilm.parameters())
+    # int8 outputs differ from fp32 ones: a precision change empties the cache too.
+    return (bilm.precision,) + tuple((p.data_ptr(), p._version) for p in bilm.parameters())
 
 
 def _require_bilm(model: BilmModel) -> ElmoBiLM:
@@ -115,7 +126,14 @@ def bilm_forward(model: BilmModel, docs: Sequence[Doc], is_train: bool) -> Tuple
     bilm = _require_bilm(model)
     segments, texts = batch_segments(docs, model.attrs["max_segment_length"])
     if is_train:
+        if model.attrs["precision"] != "fp32":
+            raise ElmoError(
+                f"the biLM runs at precision {model.attrs['precision']!r}, which is for inference only: "
+                "fine-tuning it (a listener with grad_factor > 0) needs precision 'fp32'"
+            )
         return _forward_with_gradients(model, bilm, docs, segments, texts)
+    if bilm.precision != model.attrs["precision"]:
+        bilm.set_precision(model.attrs["precision"])
     return _predict(model, bilm, docs, segments, texts), _no_gradient
 
 

@@ -1,0 +1,138 @@
+"""Inference speed-ups that must not change results: packed kernels, the type cache, int8."""
+import numpy
+import pytest
+import spacy
+import torch
+from spacy.tokens import Doc
+
+from spacy_elmo.bilm import ElmoBiLM, ElmoError, batch_char_ids
+from spacy_elmo.bilm.kernels import PackedLinear
+from spacy_elmo.bilm.model import unique_types
+from spacy_elmo.bilm.type_cache import TypeCache
+
+from .conftest import make_nlp, tiny_bilm
+
+SENTENCES = [["The", "cat", "sat", "."], ["A", "dog", "sat", "on", "the", "cat", "."], ["cat"]]
+
+
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("with_bias,with_add", [(False, False), (True, False), (False, True), (True, True)])
+def test_packed_linear_is_x_times_weight_plus_bias_plus_add(packed, with_bias, with_add):
+    torch.manual_seed(0)
+    weight, x = torch.randn(24, 40), torch.randn(5, 24)
+    bias = torch.randn(40) if with_bias else None
+    add = torch.randn(5, 40) if with_add else None
+    expected = x @ weight + (bias if with_bias else 0) + (add if with_add else 0)
+    kernel = PackedLinear(weight, bias, packed=packed)
+    assert kernel.kind in (("onednn", "mkl", "plain") if packed else ("plain",))
+    torch.testing.assert_close(kernel(x, add=add), expected, atol=1e-5, rtol=1e-5)
+    quantized = PackedLinear(weight, bias, "int8")(x, add=add)
+    assert 0 < float((quantized - expected).abs().max()) < 0.05 * float(expected.abs().max())
+
+
+def test_unknown_precision_is_refused():
+    with pytest.raises(ElmoError, match="precision must be one of"):
+        PackedLinear(torch.randn(3, 3), precision="int4")
+    with pytest.raises(ElmoError, match="precision must be one of"):
+        tiny_bilm().set_precision("bf16")
+
+
+def _types(sentences):
+    ids, _ = batch_char_ids(sentences)
+    return unique_types(torch.from_numpy(ids))[0]
+
+
+def test_type_cache_computes_each_type_once_and_keeps_its_bound():
+    model = tiny_bilm(seed=5)
+    cache = TypeCache(max_types=6)
+    seen = []
+
+    def encoder(chars):
+        seen.append(len(chars))
+        return model.char_encoder(chars)
+
+    with torch.no_grad():
+        first = _types(SENTENCES[:1])  # <S>, </S> and 4 words
+        numpy.testing.assert_array_equal(cache.encode(first, encoder, "w"), model.char_encoder(first))
+        again = cache.encode(first, encoder, "w")
+        assert seen == [6] and cache.stats()["hits"] == 6 and torch.equal(again, model.char_encoder(first))
+        cache.encode(_types(SENTENCES[1:2]), encoder, "w")  # 9 types, 4 of them new; 6 are kept
+        assert seen[-1] == 4 and len(cache) == 6
+        cache.encode(first, encoder, "other weights")  # a new owner empties the cache
+        assert seen[-1] == 6 and len(cache) == 6 and cache.stats()["misses"] == 16
+
+
+def test_type_cache_outputs_match_uncached_ones_and_follow_weight_changes():
+    model = tiny_bilm(seed=7)
+    uncached = tiny_bilm(seed=7)
+    uncached.set_type_cache_size(0)
+    model.embed_batch(SENTENCES)
+    for got, expected in zip(model.embed_batch(SENTENCES[::-1]), uncached.embed_batch(SENTENCES[::-1])):
+        numpy.testing.assert_allclose(got, expected, atol=1e-6)
+    assert model.type_cache.stats()["hit_rate"] > 0.4
+    with torch.no_grad():
+        model.char_encoder.proj_bias.add_(1.0)  # in place: the cache must notice
+        uncached.char_encoder.proj_bias.add_(1.0)
+    numpy.testing.assert_allclose(model.embed_batch(SENTENCES)[0], uncached.embed_batch(SENTENCES)[0], atol=1e-6)
+
+
+def test_training_never_uses_the_type_cache():
+    model = tiny_bilm(seed=8).train()
+    ids, lengths = (torch.from_numpy(a) for a in batch_char_ids(SENTENCES))
+    model(ids, lengths).sum().backward()
+    assert len(model.type_cache) == 0 and model.char_encoder.proj_weight.grad is not None
+
+
+def test_int8_is_close_to_fp32_and_switching_back_is_exact(tmp_path):
+    exact = tiny_bilm(seed=9, scale=0.3)
+    exact.to_files(tmp_path / "options.json", tmp_path / "weights.hdf5")
+    quantized = ElmoBiLM.from_dir(tmp_path, precision="int8")
+    assert quantized.precision == "int8"
+    want, got = exact.embed_batch(SENTENCES), quantized.embed_batch(SENTENCES)
+    worst = max(float(numpy.abs(w - g).max()) for w, g in zip(want, got))
+    assert 1e-5 < worst < 0.05
+    quantized.set_precision("fp32")
+    for w, g in zip(want, quantized.embed_batch(SENTENCES)):
+        numpy.testing.assert_allclose(g, w, atol=1e-6)
+
+
+def test_int8_inference_ignores_gradients_mode_for_training():
+    """Autograd always runs fp32: int8 copies are for inference only."""
+    model = tiny_bilm(seed=10, scale=0.3)
+    fp32 = model(*(torch.from_numpy(a) for a in batch_char_ids(SENTENCES))).detach()
+    model.set_precision("int8")
+    with_grad = model(*(torch.from_numpy(a) for a in batch_char_ids(SENTENCES)))
+    assert with_grad.requires_grad
+    torch.testing.assert_close(with_grad.detach(), fp32, atol=1e-6, rtol=0)
+
+
+@pytest.fixture
+def weight_files(tmp_path):
+    tiny_bilm(seed=11, scale=0.3).to_files(tmp_path / "options.json", tmp_path / "weights.hdf5")
+    return tmp_path / "options.json", tmp_path / "weights.hdf5"
+
+
+def test_the_component_runs_int8_and_keeps_it_after_saving(tmp_path, weight_files):
+    text = "The cat sat on the mat ."
+    exact = make_nlp(weight_files)(text)._.elmo_layers
+    nlp = make_nlp(weight_files, precision="int8")
+    quantized = nlp(text)._.elmo_layers
+    assert 1e-5 < numpy.abs(exact - quantized).max() < 0.05
+    nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert loaded.get_pipe("elmo").cfg["precision"] == "int8"
+    numpy.testing.assert_allclose(loaded(text)._.elmo_layers, quantized, atol=1e-6)
+
+
+def test_the_component_refuses_an_unknown_precision_and_int8_fine_tuning(weight_files):
+    with pytest.raises(ElmoError, match="elmo precision must be one of"):
+        make_nlp(weight_files, precision="int4")
+    from spacy_elmo.layers.bilm_model import build_bilm_model, set_bilm, set_precision
+
+    model = build_bilm_model(None)
+    set_bilm(model, ElmoBiLM.from_files(*weight_files))
+    set_precision(model, "int8")
+    doc = Doc(spacy.blank("en").vocab, words=["a", "b"])
+    assert model.predict([doc])[0].shape == (3, 2, 16)
+    with pytest.raises(ElmoError, match="inference only"):
+        model.begin_update([doc])
