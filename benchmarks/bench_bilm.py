@@ -1,32 +1,49 @@
-"""CPU inference speed of the biLM (issue: "Speed on CPU").
+"""CPU inference speed of the biLM: fp32 (exact), int8, and the type cache.
 
-Builds random-weight models of the published sizes, embeds 32 sentences of
-~25 tokens of real text (stateless, fp32), and prints tokens/s, the GFLOP/s
-the model executed, and that as a fraction of this machine's fp32 matmul
-ceiling, measured in the same run.
+    python benchmarks/bench_bilm.py [--sizes original small] [--threads 2] [--repeats 7]
 
-    python benchmarks/bench_bilm.py [--sizes original small] [--threads 2]
+Random-weight models of the published sizes. Prints the CPU, then:
 
-FLOPs counted: the LSTM over every position it runs (tokens, <S>, </S> and
-padding), the char encoder over the distinct tokens it encodes (repeated
-tokens are encoded once), multiply-adds as 2 FLOPs.
+1. fp32 and int8: 32 sentences of ~25 tokens of real text (the reference
+   fixture's news), stateless, type cache off: tokens/s, executed GFLOP/s,
+   fp32's fraction of the ceiling and int8's speed-up over fp32 (each repeat
+   times the ceiling, fp32 and int8 in turn; medians over ``--repeats``);
+   int8's deviation from fp32 per layer (max abs, mean cosine over tokens).
+2. The type cache: a stream of distinct sentences (``--text``, by default the
+   held-out pretraining text when the project built it, else the fixture),
+   batches of 32, fp32, cache off vs on (cold at the start of each pass):
+   tokens/s, speed-up and hit rate.
+
+FLOPs counted are the ones executed: the LSTM over every position it runs
+(tokens, <S>, </S>, padding), the char CNN over each distinct token at the
+width it runs (content + widest filter, see ``char_encoder.py``), the highway
+and projection per distinct token; a multiply-add is 2 FLOPs.
 """
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
+import numpy
 import torch
 
+from machine import header, matmul_ceiling, median_seconds
 from spacy_elmo.bilm import ElmoBiLM, batch_char_ids, preset
+from spacy_elmo.bilm.char_encoder import CNN_CHUNK_TOKENS, PAD_ID
+from spacy_elmo.bilm.model import length_batches
 
-SENTENCES = Path(__file__).parent.parent / "tests" / "data" / "bilm_tf_reference" / "sentences.json"
+ROOT = Path(__file__).parent.parent
+SENTENCES = ROOT / "tests" / "data" / "bilm_tf_reference" / "sentences.json"
+HELD_OUT_TEXT = ROOT / "corpus" / "pretrain" / "dev.txt"
+
+
+def fixture_words():
+    return [w for group in json.loads(SENTENCES.read_text()) for s in group for w in s.split()]
 
 
 def benchmark_sentences(n_sentences: int, n_tokens: int):
     """Real text (the reference fixture's news sentences) cut into ~n_tokens pieces."""
-    words = [w for group in json.loads(SENTENCES.read_text()) for s in group for w in s.split()]
+    words = fixture_words()
     out, start = [], 0
     for i in range(n_sentences):
         length = n_tokens + (i % 7) - 3  # 22..28 tokens, mean ~25
@@ -37,56 +54,87 @@ def benchmark_sentences(n_sentences: int, n_tokens: int):
     return out
 
 
-def matmul_ceiling(dtype=torch.float32, n: int = 2048, repeats: int = 8) -> float:
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    for _ in range(2):
-        a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * n**3 / best / 1e9
+def stream_sentences(path: Path, n_sentences: int):
+    if path.is_file():
+        lines = [line.split() for line in path.read_text(encoding="utf8").splitlines() if line.strip()]
+        return lines[:n_sentences], str(path)
+    words = fixture_words()
+    return [words[i : i + 25] for i in range(0, min(len(words), 25 * n_sentences), 25)], str(SENTENCES)
 
 
 def executed_flops(options, sentences) -> float:
-    ids, lengths = batch_char_ids(sentences)
-    positions = ids.shape[0] * ids.shape[1]
-    n_unique = len({tuple(row) for row in ids.reshape(-1, ids.shape[-1]).tolist()})
+    ids, _ = batch_char_ids(sentences)
+    positions = sum(len(group) * (max(len(sentences[i]) for i in group) + 2) for group in length_batches([len(s) for s in sentences]))
+    types = numpy.unique(ids.reshape(-1, ids.shape[-1]), axis=0)
+    content = numpy.sort((types != PAD_ID).sum(axis=1))
+    max_width = max(w for w, _ in options.filters)
+    columns = [min(options.max_characters_per_token, int(content[i : i + CNN_CHUNK_TOKENS].max()) + max_width)
+               for i in range(0, len(content), CNN_CHUNK_TOKENS) for _ in content[i : i + CNN_CHUNK_TOKENS]]
     C, P, F, d = options.lstm_dim, options.projection_dim, options.n_filters, options.char_dim
-    mcpt = options.max_characters_per_token
-    cnn = sum(2 * (mcpt - w + 1) * w * d * n for w, n in options.filters)
-    highway = options.n_highway * 2 * F * 2 * F
-    proj = 2 * F * P
+    cnn = sum(2 * max(cols - w + 1, 0) * w * d * n for cols in columns for w, n in options.filters)
+    dense = len(types) * (options.n_highway * 2 * F * 2 * F + 2 * F * P)
     lstm_step = 2 * (2 * P * 4 * C) + 2 * C * P  # [x, h] W_0 and the projection
-    lstm = 2 * options.n_layers * lstm_step  # both directions
-    return n_unique * (cnn + highway + proj) + positions * lstm
+    return cnn + dense + positions * 2 * options.n_layers * lstm_step
 
 
-def bench(size: str, sentences, repeats: int, ceiling: float):
+def deviation(exact, approximate):
+    """Per layer: max |int8 - fp32| and the mean cosine of the token vectors."""
+    rows = []
+    for layer in range(exact[0].shape[0]):
+        a = numpy.concatenate([e[layer] for e in exact])
+        b = numpy.concatenate([x[layer] for x in approximate])
+        cosine = (a * b).sum(-1) / (numpy.linalg.norm(a, axis=-1) * numpy.linalg.norm(b, axis=-1))
+        rows.append((float(numpy.abs(a - b).max()), float(cosine.mean())))
+    return rows
+
+
+def bench_precisions(size: str, sentences, repeats: int) -> None:
+    """fp32 and int8 timed in alternation with the ceiling, so that a machine whose speed
+    drifts (shared hosts do) affects each ratio's two sides alike; medians of the ratios."""
     torch.manual_seed(0)
     options = preset(size)
-    model = ElmoBiLM(options).eval()
-    n_params = sum(p.numel() for p in model.parameters())
+    model = ElmoBiLM(options, type_cache_size=0).eval()
     n_tokens = sum(len(s) for s in sentences)
-    model.embed_batch(sentences)  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        model.embed_batch(sentences)
-        times.append(time.perf_counter() - start)
-    best, median = min(times), statistics.median(times)
     gflops = executed_flops(options, sentences) / 1e9
-    return {
-        "size": size,
-        "params_M": round(n_params / 1e6, 2),
-        "tokens": n_tokens,
-        "tokens_per_s": round(n_tokens / median, 1),
-        "tokens_per_s_best": round(n_tokens / best, 1),
-        "GFLOP_per_batch": round(gflops, 2),
-        "GFLOP_per_s": round(gflops / median, 1),
-        "fraction_of_ceiling": round(gflops / median / ceiling, 3),
-    }
+    results, seconds, ceilings = {}, {"fp32": [], "int8": []}, []
+    for precision in seconds:
+        model.set_precision(precision)
+        results[precision] = model.embed_batch(sentences)  # also the warm-up (packing)
+    for _ in range(repeats):
+        ceilings.append(matmul_ceiling())
+        for precision in seconds:
+            model.set_precision(precision)
+            model.embed_batch(sentences[:1])  # repack outside the timing
+            seconds[precision].append(median_seconds(lambda: model.embed_batch(sentences), 1))
+    fractions = [gflops / t / c for t, c in zip(seconds["fp32"], ceilings)]
+    speedups = [f / i for f, i in zip(seconds["fp32"], seconds["int8"])]
+    for precision in seconds:
+        t = statistics.median(seconds[precision])
+        print(f"{size} | {precision} | {n_tokens / t:.1f} tokens/s | {gflops / t:.1f} GFLOP/s")
+    print(f"{size} | fp32: {statistics.median(fractions):.3f} of the fp32 ceiling (median of {repeats}; "
+          f"range {min(fractions):.3f}-{max(fractions):.3f}; ceiling median {statistics.median(ceilings):.1f} GFLOP/s)")
+    print(f"{size} | int8: {statistics.median(speedups):.2f}x fp32's tokens/s (median; range "
+          f"{min(speedups):.2f}-{max(speedups):.2f})")
+    for layer, (max_abs, cosine) in enumerate(deviation(results["fp32"], results["int8"])):
+        print(f"{size} | int8 vs fp32, layer {layer}: max abs {max_abs:.4f}, mean cosine {cosine:.6f}")
+
+
+def bench_type_cache(size: str, stream, repeats: int) -> None:
+    torch.manual_seed(0)
+    model = ElmoBiLM(preset(size)).eval()
+    batches = [stream[i : i + 32] for i in range(0, len(stream), 32)]
+    n_tokens = sum(len(s) for s in stream)
+
+    def run_pass(cache_size: int):
+        model.set_type_cache_size(cache_size)  # a fresh (cold) cache each pass
+        for batch in batches:
+            model.embed_batch(batch)
+
+    off = median_seconds(lambda: run_pass(0), repeats)
+    on = median_seconds(lambda: run_pass(16384), repeats)
+    stats = model.type_cache.stats()
+    print(f"{size} | type cache off {n_tokens / off:.1f} tokens/s | on {n_tokens / on:.1f} tokens/s | "
+          f"{off / on:.2f}x | hit rate {stats['hit_rate']:.3f} ({stats['types']} types kept)")
 
 
 def main() -> None:
@@ -95,18 +143,24 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--sentences", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=25)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--text", type=Path, default=HELD_OUT_TEXT, help="the type cache's stream of sentences")
+    parser.add_argument("--stream-sentences", type=int, default=640)
+    parser.add_argument("--skip-type-cache", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sentences = benchmark_sentences(args.sentences, args.tokens)
-    ceiling = matmul_ceiling()
-    print(f"torch {torch.__version__}, {args.threads} threads, fp32 matmul ceiling {ceiling:.1f} GFLOP/s")
-    print(f"{len(sentences)} sentences, {sum(map(len, sentences))} tokens, stateless, fp32")
-    header = ["size", "params_M", "tokens_per_s", "tokens_per_s_best", "GFLOP_per_s", "fraction_of_ceiling"]
-    print(" | ".join(header))
+    print(header(args.threads))
+    print(f"{len(sentences)} sentences, {sum(map(len, sentences))} tokens, stateless, type cache off; "
+          f"median of {args.repeats} runs")
     for size in args.sizes:
-        row = bench(size, sentences, args.repeats, ceiling)
-        print(" | ".join(str(row[h]) for h in header))
+        bench_precisions(size, sentences, args.repeats)
+    if not args.skip_type_cache:
+        stream, source = stream_sentences(args.text, args.stream_sentences)
+        print(f"type cache: {len(stream)} sentences of {source}, batches of 32, fp32, "
+              f"median of {max(1, args.repeats // 2)} passes")
+        for size in args.sizes:
+            bench_type_cache(size, stream, max(1, args.repeats // 2))
 
 
 if __name__ == "__main__":

@@ -8,13 +8,16 @@ Builds the model, softmax and batch size of a pretraining config (by default
 and trains on synthetic Zipfian text (pseudo-words of 2-12 letters, sentences
 of 15-35 tokens) exactly as ``pretrain`` does (dropout, AdamW, grad clip). Prints tokens/s per precision, the executed GFLOP/s (FLOPs
 of one step counted by torch's FlopCounterMode) and the fraction of the
-matmul ceiling of that precision, measured in the same run.
+matmul ceiling of that precision, measured beside each of ``--repeats`` timings
+(medians reported). FLOPs are counted with the packed kernels swapped for plain
+aten matmuls (``kernels.unpacked``): FlopCounterMode does not see the packed ops.
 
 bf16 runs only where the CPU has native bf16 (AVX512-BF16 or AMX): elsewhere
 torch emulates it and a step takes minutes, so the script prints the bf16
 matmul ceiling and skips the run (``--force-bf16`` runs it anyway).
 """
 import argparse
+import statistics
 import time
 from pathlib import Path
 
@@ -22,6 +25,8 @@ import numpy
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from machine import header
+from spacy_elmo.bilm.kernels import unpacked
 from spacy_elmo.bilm.language_model import BidirectionalLM
 from spacy_elmo.bilm.model import ElmoBiLM
 from spacy_elmo.bilm.lm_head import build_lm_head
@@ -33,7 +38,9 @@ from spacy_elmo.pretrain.train import train_step
 from spacy_elmo.pretrain.vocab import Vocabulary
 
 
-def matmul_ceiling(dtype: torch.dtype, size: int = 1024, seconds: float = 2.0) -> float:
+def timed_ceiling(dtype: torch.dtype, size: int = 1024, seconds: float = 2.0) -> float:
+    """Matmul GFLOP/s over a fixed time (bf16 emulated on a CPU without it is too slow for
+    ``machine.matmul_ceiling``'s big fixed-count runs)."""
     a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
     a @ b
     n, start = 0, time.perf_counter()
@@ -65,8 +72,10 @@ def main() -> None:
     parser.add_argument("--force-bf16", action="store_true")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    print(header(args.threads))
     config = load_config(args.config, {"paths.train": "unused"})
     training = config["training"]
     batch_tokens = args.batch_tokens or training["batch_size"]
@@ -81,7 +90,7 @@ def main() -> None:
           f"vocab {len(vocab)}, batch {batch_tokens} tokens, native bf16: {native_bf16}")
     for precision in args.precision:
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        ceiling = matmul_ceiling(dtype)
+        ceiling = timed_ceiling(dtype)
         if precision == "bf16" and not (native_bf16 or args.force_bf16):
             print(f"bf16: skipped: no native bf16 on this CPU (matmul ceiling {ceiling:.1f} GFLOP/s, "
                   f"emulated); --force-bf16 runs it anyway")
@@ -102,20 +111,24 @@ def main() -> None:
             return make_batch([sentences[j] for j in batches[i % len(batches)]], corpus.type_chars, type_words)
 
         step(tensors(0))  # warm-up
-        with FlopCounterMode(display=False) as counter:
+        with unpacked(), FlopCounterMode(display=False) as counter:
             step(tensors(1))
         flops_per_token = counter.get_total_flops() / sum(len(sentences[j]) for j in batches[1])
-        tokens, start = 0, time.perf_counter()
-        for i in range(2, 2 + args.steps):
-            batch = tensors(i)
-            step(batch)
-            tokens += int((batch[3] - 2).sum())
-        seconds = time.perf_counter() - start
-        rate = tokens / seconds
-        gflops = rate * flops_per_token / 1e9
-        print(f"{precision}: {rate:7.0f} tokens/s  ({args.steps} steps, {tokens} tokens, {seconds:.1f} s)  "
-              f"{flops_per_token / 1e6:.1f} MFLOP/token  {gflops:.1f} GFLOP/s  "
-              f"matmul ceiling {ceiling:.1f} GFLOP/s  fraction {gflops / ceiling:.2f}")
+        rates, fractions = [], []
+        for repeat in range(args.repeats):
+            ceiling = timed_ceiling(dtype)  # beside each timing: shared hosts drift
+            tokens, start = 0, time.perf_counter()
+            for i in range(2, 2 + args.steps):
+                batch = tensors(i + repeat * args.steps)
+                step(batch)
+                tokens += int((batch[3] - 2).sum())
+            rates.append(tokens / (time.perf_counter() - start))
+            fractions.append(rates[-1] * flops_per_token / 1e9 / ceiling)
+        rate = statistics.median(rates)
+        print(f"{precision}: {rate:7.0f} tokens/s (median of {args.repeats} x {args.steps} steps; "
+              f"range {min(rates):.0f}-{max(rates):.0f})  {flops_per_token / 1e6:.1f} MFLOP/token  "
+              f"{rate * flops_per_token / 1e9:.1f} GFLOP/s  fraction of the matmul ceiling "
+              f"{statistics.median(fractions):.2f} (range {min(fractions):.2f}-{max(fractions):.2f})")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ Packed copies are opaque tensors: they are rebuilt (never pickled or copied)
 and only used without autograd.
 """
 import warnings
-from typing import Optional
+from contextlib import contextmanager
+from typing import Iterator, Optional
 
 import torch
 from torch import Tensor
@@ -28,6 +29,20 @@ from ..errors import ElmoError
 PRECISIONS = ("fp32", "int8")
 # The batch size a packed layout is tuned for; any batch size works with it.
 PACK_BATCH_HINT = 64
+# False inside ``unpacked()``.
+_packing = True
+
+
+@contextmanager
+def unpacked() -> Iterator[None]:
+    """fp32 kernels built inside run as plain aten matmuls: what torch's FlopCounterMode
+    can count (it knows nothing of the packed oneDNN/MKL ops)."""
+    global _packing
+    before, _packing = _packing, False
+    try:
+        yield
+    finally:
+        _packing = before
 
 
 def _onednn_available() -> bool:
@@ -63,9 +78,9 @@ class PackedLinear:
             if not on_cpu_fp32 or not int8_available():
                 raise ElmoError("precision 'int8' needs fp32 weights on the CPU and a torch build with fbgemm/onednn")
             self.kind, self.packed = "int8", _quantize_per_channel(transposed, self.bias)
-        elif packed and on_cpu_fp32 and _onednn_available():
+        elif packed and _packing and on_cpu_fp32 and _onednn_available():
             self.kind, self.packed = "onednn", torch.ops.mkldnn._reorder_linear_weight(transposed, PACK_BATCH_HINT)
-        elif packed and on_cpu_fp32 and _mkl_available():
+        elif packed and _packing and on_cpu_fp32 and _mkl_available():
             self.kind, self.transposed = "mkl", transposed
             self.packed = torch.ops.mkl._mkl_reorder_linear_weight(transposed, PACK_BATCH_HINT)
         else:

@@ -1,0 +1,50 @@
+"""What every benchmark prints first: the CPU, and its matmul ceiling measured in the same run."""
+import platform
+import statistics
+import subprocess
+import time
+
+import torch
+
+
+def cpu_model() -> str:
+    """``lscpu``'s model name (and whether the CPU has AVX-512 / native bf16)."""
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return platform.processor() or "unknown CPU"
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    name = fields.get("Model name", "unknown CPU").strip()
+    flags = fields.get("Flags", "").split()
+    extras = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    return f"{name} ({', '.join(extras) or 'no avx2'})"
+
+
+def matmul_ceiling(dtype: torch.dtype = torch.float32, size: int = 2048, repeats: int = 8) -> float:
+    """GFLOP/s of a large square matmul: the best of ``repeats`` (a ceiling, so a fraction
+    of it is conservative)."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    out = torch.empty(size, size, dtype=dtype)
+    for _ in range(2):
+        torch.mm(a, b, out=out)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b, out=out)
+        times.append(time.perf_counter() - start)
+    return 2 * size**3 / min(times) / 1e9
+
+
+def median_seconds(run, repeats: int) -> float:
+    """Median wall time of ``repeats`` calls of ``run()`` (after one warm-up call)."""
+    run()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def header(threads: int) -> str:
+    return f"CPU: {cpu_model()}; torch {torch.__version__}, {threads} threads"
