@@ -11,8 +11,8 @@ Random-weight models of the published sizes. Prints the CPU, then:
    int8's deviation from fp32 per layer (max abs, mean cosine over tokens).
 2. The type cache: a stream of distinct sentences (``--text``, by default the
    held-out pretraining text when the project built it, else the fixture),
-   batches of 32, fp32, cache off vs on (cold at the start of each pass):
-   tokens/s, speed-up and hit rate.
+   batches of 32, fp32, cache off vs on (cold at the start of each pass), on
+   the small size by default (``--cache-sizes``): tokens/s, speed-up and hit rate.
 
 FLOPs counted are the ones executed: the LSTM over every position it runs
 (tokens, <S>, </S>, padding), the char CNN over each distinct token at the
@@ -22,6 +22,7 @@ and projection per distinct token; a multiply-add is 2 FLOPs.
 import argparse
 import json
 import statistics
+import time
 from pathlib import Path
 
 import numpy
@@ -130,11 +131,23 @@ def bench_type_cache(size: str, stream, repeats: int) -> None:
         for batch in batches:
             model.embed_batch(batch)
 
-    off = median_seconds(lambda: run_pass(0), repeats)
-    on = median_seconds(lambda: run_pass(16384), repeats)
+    run_pass(0)  # warm-up
+    off, on = [], []
+    for _ in range(repeats):  # alternating, so that drift affects both alike
+        off.append(timed(lambda: run_pass(0)))
+        on.append(timed(lambda: run_pass(16384)))
     stats = model.type_cache.stats()
-    print(f"{size} | type cache off {n_tokens / off:.1f} tokens/s | on {n_tokens / on:.1f} tokens/s | "
-          f"{off / on:.2f}x | hit rate {stats['hit_rate']:.3f} ({stats['types']} types kept)")
+    speedups = [a / b for a, b in zip(off, on)]
+    print(f"{size} | type cache off {n_tokens / statistics.median(off):.1f} tokens/s | "
+          f"on {n_tokens / statistics.median(on):.1f} tokens/s | {statistics.median(speedups):.2f}x "
+          f"(range {min(speedups):.2f}-{max(speedups):.2f}) | hit rate {stats['hit_rate']:.3f} "
+          f"({stats['types']} types kept)")
+
+
+def timed(run) -> float:
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -146,7 +159,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--text", type=Path, default=HELD_OUT_TEXT, help="the type cache's stream of sentences")
     parser.add_argument("--stream-sentences", type=int, default=640)
-    parser.add_argument("--skip-type-cache", action="store_true")
+    parser.add_argument("--cache-sizes", nargs="*", default=["small"],
+                        help="sizes the type cache is measured on (none: skip it)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sentences = benchmark_sentences(args.sentences, args.tokens)
@@ -155,12 +169,12 @@ def main() -> None:
           f"median of {args.repeats} runs")
     for size in args.sizes:
         bench_precisions(size, sentences, args.repeats)
-    if not args.skip_type_cache:
+    if args.cache_sizes:
         stream, source = stream_sentences(args.text, args.stream_sentences)
         print(f"type cache: {len(stream)} sentences of {source}, batches of 32, fp32, "
-              f"median of {max(1, args.repeats // 2)} passes")
-        for size in args.sizes:
-            bench_type_cache(size, stream, max(1, args.repeats // 2))
+              f"median of {args.repeats} passes")
+        for size in args.cache_sizes:
+            bench_type_cache(size, stream, args.repeats)
 
 
 if __name__ == "__main__":
