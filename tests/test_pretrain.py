@@ -235,6 +235,15 @@ def test_resume_refuses_other_settings(tmp_path, text_files):
         run(tmp_path / "out", train, dev, **{"training.max_steps": 4})
 
 
+def test_resume_accepts_the_same_paths_spelled_otherwise(tmp_path, text_files, monkeypatch):
+    """A run started with absolute paths resumes when given relative ones (and back)."""
+    train, dev = text_files
+    run(tmp_path / "out", train, dev, **{"training.max_steps": 2})
+    monkeypatch.chdir(train.parent)
+    summary = run(tmp_path / "out", Path(train.name), Path(os.path.relpath(dev)), **{"training.max_steps": 3})
+    assert summary["steps"] == 3
+
+
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     path = tmp_path / "checkpoint.pt"
     save_checkpoint(path, {"step": 1, "weights": torch.ones(3)})

@@ -190,9 +190,16 @@ def config_differences(saved: Config, current: Config, allowed: Sequence[str] = 
         for key in sorted(keys):
             name = f"{section}.{key}"
             a, b = saved.get(section, {}).get(key), current.get(section, {}).get(key)
-            if name not in allowed and a != b:
+            if name not in allowed and not _same_setting(section, a, b):
                 found.append((name, a, b))
     return found
+
+
+def _same_setting(section: str, a: Any, b: Any) -> bool:
+    """Equal values; for [paths], the same file however it is spelled (relative or absolute)."""
+    if section == "paths" and isinstance(a, str) and isinstance(b, str) and a and b:
+        return Path(a).resolve() == Path(b).resolve()
+    return a == b
 
 
 @dataclass
