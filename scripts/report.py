@@ -33,16 +33,21 @@ NER_RUNS = [
     ("ner_cnn", "CNN tok2vec"),
     ("ner_vectors", "CNN tok2vec + en_core_web_md static vectors"),
     ("ner_elmo", "CNN tok2vec + ELMo (concatenated)"),
+    ("ner_vectors_elmo", "CNN + static vectors + ELMo at the encoder's input (the paper's setup)"),
 ]
 SENTIMENT_RUNS = [
     ("sentiment_bow", "bag of words (no token vectors)"),
     ("sentiment_cnn", "CNN tok2vec"),
     ("sentiment_vectors", "CNN tok2vec + en_core_web_md static vectors"),
     ("sentiment_elmo", "CNN tok2vec + ELMo (concatenated)"),
+    ("sentiment_vectors_elmo", "CNN + static vectors + ELMo at the encoder's input (the paper's setup)"),
 ]
-# The project's targets for ELMo, measured on test: (task, baseline, margin in points).
-TARGETS = [("ner", "ner_cnn", 2.0), ("ner", "ner_vectors", 0.0), ("sentiment", "sentiment_cnn", 3.0),
-           ("sentiment", "sentiment_vectors", 0.0), ("sentiment", "sentiment_bow", 0.0)]
+# The project's targets for ELMo, measured on test: (task, ELMo run, baseline, margin in points).
+TARGETS = [("ner", "ner_elmo", "ner_cnn", 2.0), ("ner", "ner_elmo", "ner_vectors", 0.0),
+           ("sentiment", "sentiment_elmo", "sentiment_cnn", 3.0), ("sentiment", "sentiment_elmo", "sentiment_vectors", 0.0),
+           ("sentiment", "sentiment_elmo", "sentiment_bow", 0.0),
+           ("ner", "ner_vectors_elmo", "ner_vectors", 1.0), ("sentiment", "sentiment_vectors_elmo", "sentiment_vectors", 1.0),
+           ("sentiment", "sentiment_vectors_elmo", "sentiment_bow", 0.0)]
 PAPER_CONTEXT = (
     "Peters et al. (2018) report 92.22 F1 on CoNLL-2003 test (biLSTM-CRF + ELMo) and 54.7 accuracy on SST-5 "
     "(BCN + ELMo), with a 93.6M-parameter biLM trained for 10 epochs on the 1B Word Benchmark. Our setup differs: "
@@ -120,8 +125,7 @@ def summarize(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, Any]
 
 def target_lines(summary: Dict[str, Dict[str, Any]]) -> List[str]:
     lines = []
-    for task, baseline, margin in TARGETS:
-        elmo = f"{task}_elmo"
+    for task, elmo, baseline, margin in TARGETS:
         if elmo not in summary or baseline not in summary:
             continue
         key = "f1" if task == "ner" else "accuracy"
@@ -129,7 +133,7 @@ def target_lines(summary: Dict[str, Dict[str, Any]]) -> List[str]:
         wanted = f"by at least {margin:.1f} points" if margin else "at all"
         verdict = "met" if gain >= margin and gain > 0 else "MISSED"
         measure = "F1" if task == "ner" else "accuracy"
-        lines.append(f"- ELMo vs `{baseline}` ({measure}, test): {gain:+.2f} points; target: better {wanted}: **{verdict}**")
+        lines.append(f"- `{elmo}` vs `{baseline}` ({measure}, test): {gain:+.2f} points; target: better {wanted}: **{verdict}**")
     return lines
 
 

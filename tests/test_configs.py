@@ -66,7 +66,9 @@ ELMO_RUNS = [
     ("ner_elmo.cfg", "ner.spacy", "ner"),
     ("ner_elmo_only.cfg", "ner.spacy", "ner"),
     ("ner_elmo_input.cfg", "ner.spacy", "ner"),
+    ("ner_vectors_elmo.cfg", "ner.spacy", "ner"),
     ("textcat_elmo_input.cfg", "cats.spacy", "textcat"),
+    ("textcat_vectors_elmo.cfg", "cats.spacy", "textcat"),
     ("textcat_elmo.cfg", "cats.spacy", "textcat"),
     ("textcat_elmo_only.cfg", "cats.spacy", "textcat"),
     ("textcat_multilabel_elmo.cfg", "multi.spacy", "textcat_multilabel"),
@@ -76,10 +78,11 @@ ELMO_RUNS = [
 @pytest.mark.parametrize("config,train,component", ELMO_RUNS)
 def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, component):
     log = tmp_path / "log.jsonl"
+    with_vectors = ["--paths.vectors", str(corpus / "vectors")] if "vectors" in config else []
     out = spacy_train(
         config, train, corpus, tmp_path,
         "--paths.elmo_options", str(corpus / "options.json"), "--paths.elmo_weights", str(corpus / "weights.hdf5"),
-        "--training.logger.output_file", str(log),
+        "--training.logger.output_file", str(log), *with_vectors,
     )
     assert "Saved pipeline" in out
     # The biLM is frozen in every shipped config: its loss (always 0.00) is not a column.
@@ -91,13 +94,14 @@ def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, co
     nlp = spacy.load(tmp_path / "model-last")
     # the *_elmo_only ablations have no CNN tok2vec to concatenate with
     # the *_elmo_input configs have their own embedding and encoder (ELMo enters the encoder)
-    own_tok2vec = "elmo_only" in config or "elmo_input" in config
+    own_tok2vec = any(kind in config for kind in ("elmo_only", "elmo_input", "vectors_elmo"))
     expected_pipeline = ["elmo", component] if own_tok2vec else ["elmo", "tok2vec", component]
     assert nlp.pipe_names == expected_pipeline
     mix = nlp.get_pipe("elmo").listener_mix_weights()[component][0]
     assert mix["weights"] != pytest.approx([1 / 3] * 3, abs=1e-6)  # the mix trained
     doc = nlp("Alice liked the film .")
     assert doc._.elmo_layers.shape == (3, 5, 16)
+    assert nlp.vocab.vectors.shape[0] > 0 if with_vectors else nlp.vocab.vectors.shape[0] == 0
 
 
 @pytest.mark.parametrize(
