@@ -21,15 +21,21 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
 
 
 def parse_minutes(text: str, option: str = "--task-minutes") -> Dict[str, float]:
-    """``RUN=MINUTES,...`` as a dict, in the given order."""
+    """``RUN=MINUTES,...`` as a dict, in the given order (``~MINUTES``: an estimate, see ``basis``)."""
     minutes = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, _, value = item.partition("=")
         try:
-            minutes[name.strip()] = float(value)
+            minutes[name.strip()] = float(value.strip().removeprefix("~"))
         except ValueError:
             raise typer.BadParameter(f"expected NAME=MINUTES, got {item!r}", param_hint=option) from None
     return minutes
+
+
+def basis(text: str, name: str, minutes: float, unit: str) -> str:
+    """"measured: ..." or, for a value written ``~MINUTES``, "estimated (not measured yet): ..."."""
+    estimated = f"{name}=~" in text.replace(" ", "")
+    return f"{'estimated (not measured yet)' if estimated else 'measured'}: {minutes:g} {unit}"
 
 
 @app.command()
@@ -38,10 +44,10 @@ def main(
     report_file: Path = typer.Argument(...),
     seeds: str = typer.Option("0,1,2", "--seeds"),
     tokens_per_sec: float = typer.Option(..., "--tokens-per-sec", help="pretraining speed of this config here"),
-    task_minutes: str = typer.Option(..., "--task-minutes", help="RUN=MINUTES,...: measured minutes per seed of each task run"),
+    task_minutes: str = typer.Option(..., "--task-minutes", help="RUN=MINUTES,...: measured minutes per seed of each task run (~MINUTES: an estimate)"),
     data_minutes: float = typer.Option(..., "--data-minutes", help="minutes to fetch and prepare the data"),
     machine: str = typer.Option(..., "--machine", help="where the minutes were measured, for the title"),
-    other_minutes: str = typer.Option("", "--other-minutes", help="STEP=MINUTES,...: measured minutes of steps run once (not per seed)"),
+    other_minutes: str = typer.Option("", "--other-minutes", help="STEP=MINUTES,...: measured minutes of steps run once, not per seed (~MINUTES: an estimate)"),
 ):
     """Print the expected duration of each part of the full run."""
     training = load_config(pretrain_config, {"paths.train": "unused"})["training"]
@@ -51,9 +57,10 @@ def main(
             (f"pretrain ({training['max_steps']} steps x {training['batch_size']} tokens at "
              f"{tokens_per_sec:.0f} tokens/s)", pretrain_minutes, "from the measured speed")]
     # Planned in whole minutes per seed; the basis shows the measurement.
-    rows += [(f"{name}, {n_seeds} seed(s)", round(minutes) * n_seeds, f"measured: {minutes:g} min/seed")
+    rows += [(f"{name}, {n_seeds} seed(s)", round(minutes) * n_seeds, basis(task_minutes, name, minutes, "min/seed"))
              for name, minutes in parse_minutes(task_minutes).items()]
-    rows += [(name, minutes, f"measured: {minutes:g} min") for name, minutes in parse_minutes(other_minutes, "--other-minutes").items()]
+    rows += [(name, minutes, basis(other_minutes, name, minutes, "min"))
+             for name, minutes in parse_minutes(other_minutes, "--other-minutes").items()]
     total = sum(minutes for _, minutes, _ in rows)
     lines = [f"# Expected duration of `spacy project run all` on {machine}", "",
              "| step | minutes | basis |", "|---|---|---|"]

@@ -321,6 +321,20 @@ def plots(summary, runs, pretrain_records, reports_dir: Path) -> List[Path]:
     return written
 
 
+# Sections other steps wrote into the reports folder (learning-curve, probe), included when present.
+OTHER_SECTIONS = [("learning_curve.md", "learning_curve.png"), ("probe/probe.md", "probe/probe.png")]
+
+
+def other_sections(reports_dir: Path) -> str:
+    parts = []
+    for text, image in OTHER_SECTIONS:
+        if (reports_dir / text).is_file():
+            section = (reports_dir / text).read_text(encoding="utf8").replace("\n# ", "\n## ")
+            section = "#" + section if section.startswith("# ") else section
+            parts.append(f"\n{section.rstrip()}\n\n![{image}]({image})\n")
+    return "".join(parts)
+
+
 @app.command()
 def main(
     metrics_dir: Path = typer.Argument(..., help="folder of <run>/seed*.json from `experiment`"),
@@ -332,14 +346,15 @@ def main(
     ),
 ):
     """Write results.md, the plots and metrics/summary.json."""
-    runs = load_runs(metrics_dir)
+    # The learning curve's runs (curve_*) have their own report (learning_curve.py).
+    runs = {name: seeds for name, seeds in load_runs(metrics_dir).items() if not name.startswith("curve_")}
     if not runs:
         raise ProjectDataError(f"{metrics_dir}: no <run>/seed*.json metrics to report")
     summary = summarize(runs)
     investigations = load_runs(investigations_dir, dev_only=True) if investigations_dir else {}
     pretrain_lines, pretrain_records = pretrain_section(bilm_dir)
     reports_dir.mkdir(parents=True, exist_ok=True)
-    results = markdown(summary, runs, pretrain_lines, title, investigations, bilm_dir)
+    results = markdown(summary, runs, pretrain_lines, title, investigations, bilm_dir) + other_sections(reports_dir)
     (reports_dir / "results.md").write_text(results, encoding="utf8")
     written = plots(summary, runs, pretrain_records, reports_dir)
     (metrics_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf8")

@@ -40,3 +40,16 @@ def test_steps_run_once_are_counted_once(tmp_path):
     text = (tmp_path / "plan.md").read_text()
     assert "| probe | 9 | measured: 9 min |" in text  # not x3 seeds
     assert "| **total** | **126** (about 2.1 hours) | |" in text  # 5 + 66.7 + 45 + 9
+
+
+def test_plan_says_which_minutes_are_estimates(tmp_path):
+    result = run_cli(plan.main, [
+        CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--seeds", "0", "--tokens-per-sec", "4096",
+        "--task-minutes", "ner_elmo=15.1,ner_vectors_elmo=~17.3", "--data-minutes", "5", "--machine", "x",
+        "--other-minutes", "probe=9,learning-curve=~95",
+    ])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "plan.md").read_text()
+    assert "| ner_elmo, 1 seed(s) | 15 | measured: 15.1 min/seed |" in text
+    assert "| ner_vectors_elmo, 1 seed(s) | 17 | estimated (not measured yet): 17.3 min/seed |" in text
+    assert "| learning-curve | 95 | estimated (not measured yet): 95 min |" in text

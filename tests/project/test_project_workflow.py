@@ -155,7 +155,8 @@ def test_data_commands_run_and_write_their_declared_outputs(tiny_project, monkey
     assert "Skipping 'prepare-conll': nothing changed" in spacy_project_run(tiny_project, "prepare-conll", capsys)
 
 
-DEMO_MODEL_COMMANDS = ["pretrain-demo", "perplexity-demo", "train-ner-demo", "train-sentiment-demo", "report-demo"]
+DEMO_MODEL_COMMANDS = ["pretrain-demo", "perplexity-demo", "train-ner-demo", "train-sentiment-demo",
+                       "learning-curve-demo", "report-demo"]
 TINY_TRAINING_VARS = {
     **VAR_OVERRIDES,
     "vars.pretrain_demo_config": "configs/pretrain_tiny.cfg",
@@ -215,12 +216,16 @@ def test_demo_model_commands_run_on_tiny_slices(tiny_project, demo_run):
     ppl = json.loads((tiny_project / "training/demo/bilm/perplexity.json").read_text())
     assert ppl["mean"] > 1.0 and ppl["predictions_per_direction"] > 0
     runs = sorted(p.parent.name for p in (tiny_project / "metrics/demo").glob("*/seed0.json"))
-    assert runs == ["ner_cnn", "ner_elmo", "ner_vectors", "sentiment_bow", "sentiment_cnn", "sentiment_elmo",
-                    "sentiment_vectors"]
+    curve = [f"curve_{run}_10pct" for run in ("ner_cnn", "ner_elmo", "ner_vectors", "ner_vectors_elmo")]
+    assert runs == curve + ["ner_cnn", "ner_elmo", "ner_vectors", "ner_vectors_elmo", "sentiment_bow", "sentiment_cnn",
+                            "sentiment_elmo", "sentiment_vectors", "sentiment_vectors_elmo"]
     elmo = json.loads((tiny_project / "metrics/demo/ner_elmo/seed0.json").read_text())
     assert "ents_f" in elmo["test"] and elmo["training"]["steps"] == 4
     assert abs(sum(elmo["elmo_mix"]["ner"][0]["weights"]) - 1.0) < 1e-5
     assert (tiny_project / "reports/demo/pretrain_curve.png").read_bytes()[:4] == b"\x89PNG"
+    curve = (tiny_project / "reports/demo/learning_curve.md").read_text()
+    assert all(f"| `{run}` |" in curve for run in ("ner_cnn", "ner_vectors", "ner_vectors_elmo", "ner_elmo"))
+    assert "## Learning curve" in (tiny_project / "reports/demo/results.md").read_text()  # the report includes it
 
 
 def test_demo_report_has_one_row_per_run_with_its_test_score(tiny_project, demo_run):
@@ -228,6 +233,7 @@ def test_demo_report_has_one_row_per_run_with_its_test_score(tiny_project, demo_
     for heading, prefix, score in (("NER", "ner_", "ents_f"), ("Sentiment", "sentiment_", "cats_micro_f")):
         rows = table_rows(results, heading)
         assert sorted(rows) == sorted(p.parent.name for p in (tiny_project / "metrics/demo").glob(f"{prefix}*/seed0.json"))
+        assert not any(run.startswith("curve_") for run in rows)
         for run, row in rows.items():
             test = json.loads((tiny_project / f"metrics/demo/{run}/seed0.json").read_text())["test"]
             assert row[2] == f"{100 * test[score]:.2f}", (run, row)  # the third cell: test F1 / accuracy

@@ -1,0 +1,85 @@
+"""subsets + learning_curve: nested seeded subsets, the plot and table from the runs' scores."""
+import json
+
+import spacy
+from spacy.tokens import Doc, DocBin
+from typer.testing import CliRunner
+
+import learning_curve
+import subsets
+
+
+def test_subsets_are_seeded_prefixes_of_one_order_and_nest():
+    counts = [10, 3, 7, 1, 9, 4, 6, 2, 8, 5]  # 55 sentences
+    chosen = subsets.nested_subsets(counts, [5, 25, 50], seed=3)
+    small, medium, large = chosen["train_5pct"], chosen["train_25pct"], chosen["train_50pct"]
+    assert set(small) <= set(medium) <= set(large)
+    assert sum(counts[i] for i in medium) >= 0.25 * 55
+    # the shortest prefix: without its last document it would hold too few
+    assert subsets.nested_subsets(counts, [25], seed=3) == {"train_25pct": medium}
+    assert subsets.nested_subsets(counts, [25], seed=4) != {"train_25pct": medium}
+
+
+def _docbin(path, n_docs):
+    nlp = spacy.blank("en")
+    docs = []
+    for k in range(n_docs):
+        doc = Doc(nlp.vocab, words=["One", ".", "Two", "."], sent_starts=[True, False, True, False])
+        doc.user_data["k"] = k
+        docs.append(doc)
+    DocBin(docs=docs, store_user_data=True).to_disk(path)
+
+
+def test_subsets_command_writes_the_sample_down_and_refuses_a_silent_change(tmp_path, monkeypatch):
+    train = tmp_path / "train.spacy"
+    _docbin(train, 20)  # 40 sentences
+    app = subsets.app
+    result = CliRunner().invoke(app, [str(train), str(tmp_path / "out"), "--percents", "10,50"])
+    assert result.exit_code == 0, result.output
+    listing = json.loads((tmp_path / "out" / "subsets.json").read_text())
+    assert listing["total_sentences"] == 40
+    assert listing["subsets"]["train_10pct"]["sentences"] == 4 and listing["subsets"]["train_50pct"]["sentences"] == 20
+    nlp = spacy.blank("en")
+    docs = list(DocBin().from_disk(tmp_path / "out" / "train_10pct.spacy").get_docs(nlp.vocab))
+    assert sorted(d.user_data["k"] for d in docs) == listing["subsets"]["train_10pct"]["docs"]
+    monkeypatch.setattr(subsets, "nested_subsets", lambda counts, percents, seed: {"train_10pct": [0, 1]})
+    result = CliRunner().invoke(app, [str(train), str(tmp_path / "out"), "--percents", "10"])
+    assert result.exit_code != 0 and "differs from the subset written down" in str(result.exception)
+
+
+def _metrics(folder, seed, key, score):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"seed{seed}.json").write_text(json.dumps({"test": {key: score}}))
+
+
+def test_plot_shows_each_run_at_each_size_and_checks_the_target(tmp_path):
+    subsets_dir = tmp_path / "subsets"
+    subsets_dir.mkdir()
+    (subsets_dir / "subsets.json").write_text(json.dumps({
+        "total_sentences": 1000, "seed": 13, "train_sha256": "x",
+        "subsets": {"train_1pct": {"docs": [1], "sentences": 10}, "train_5pct": {"docs": [1, 2], "sentences": 50}},
+    }))
+    metrics = tmp_path / "metrics"
+    for seed in (0, 1, 2):
+        for run, base in (("ner_cnn", 0.50), ("ner_vectors", 0.60), ("ner_vectors_elmo", 0.65), ("ner_elmo", 0.55)):
+            _metrics(metrics / learning_curve.curve_name(run, "train_1pct"), seed, "ents_f", base + seed / 100)
+            _metrics(metrics / learning_curve.curve_name(run, "train_5pct"), seed, "ents_f", base + 0.1)
+    _metrics(metrics / "ner_vectors", 0, "ents_f", 0.85)  # the 100% point: the main run
+    result = CliRunner().invoke(learning_curve.app, ["plot", str(metrics), str(tmp_path / "reports"),
+                                                     "--subsets", f"ner={subsets_dir}"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "reports" / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    text = (tmp_path / "reports" / "learning_curve.md").read_text()
+    assert "| `ner_cnn` | 51.00 ± 1.00 | 60.00 ± 0.00 |  |" in text
+    assert "| `ner_vectors` | 61.00 ± 1.00 | 70.00 ± 0.00 | 85.00 (1 seed) |" in text
+    assert "train_1pct: `ner_vectors_elmo` vs `ner_vectors`: +5.00 F1 (target >= +3.0): **met**" in text
+
+
+def test_run_needs_the_subsets_first(tmp_path):
+    (tmp_path / "dev.spacy").write_bytes(b"")
+    result = CliRunner().invoke(learning_curve.app, ["run", "ner", str(tmp_path), str(tmp_path / "dev.spacy"),
+                                                     str(tmp_path / "dev.spacy")])
+    assert result.exit_code != 0 and "run scripts/subsets.py first" in str(result.exception)
+    result = CliRunner().invoke(learning_curve.app, ["run", "pos", str(tmp_path), str(tmp_path / "dev.spacy"),
+                                                     str(tmp_path / "dev.spacy")])
+    assert result.exit_code != 0 and "TASK must be one of" in result.output
