@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from .char_ids import N_CHARACTERS, PAD_CHAR
-from .kernels import PackedLinear, check_precision
+from .kernels import PackedLinear, check_precision, weights_version
 from .options import ElmoOptions
 
 # Tokens per chunk in the CNN: bounds the (tokens x positions x filters)
@@ -83,7 +83,7 @@ class CharEncoder(nn.Module):
 
     def weights_key(self) -> tuple:
         """Changes whenever the weights (or how they run) change."""
-        return (self.precision,) + tuple((p.data_ptr(), p._version) for p in self.parameters())
+        return (self.precision,) + weights_version(self.parameters())
 
     def forward(self, char_ids: Tensor) -> Tensor:
         """``(n_tokens, max_chars)`` ids -> ``(n_tokens, projection_dim)`` vectors."""

@@ -19,7 +19,7 @@ and only used without autograd.
 """
 import warnings
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 import torch
 from torch import Tensor
@@ -59,9 +59,16 @@ def int8_available() -> bool:
     return hasattr(torch.ops.quantized, "linear_dynamic") and any(e in engines for e in ("x86", "fbgemm", "onednn"))
 
 
-def check_precision(precision: str) -> None:
+def check_precision(precision: str, what: str = "precision") -> None:
+    """``what`` names the setting in the message (``--precision``, ``elmo precision``)."""
     if precision not in PRECISIONS:
-        raise ElmoError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        raise ElmoError(f"{what} must be one of {PRECISIONS}, got {precision!r}")
+
+
+def weights_version(tensors: Iterable[Tensor]) -> tuple:
+    """Changes whenever any of ``tensors`` changes: optimizer steps swap ``.data`` (a new
+    pointer); in-place updates, ``use_params`` and ``load_state_dict`` bump the version."""
+    return tuple((t.data_ptr(), t._version) for t in tensors)
 
 
 class PackedLinear:

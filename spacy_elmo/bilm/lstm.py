@@ -16,7 +16,7 @@ import numpy
 import torch
 from torch import Tensor, nn
 
-from .kernels import PackedLinear, check_precision
+from .kernels import PackedLinear, check_precision, weights_version
 from .options import ElmoOptions
 
 State = Tuple[Tensor, Tensor]  # (h (B, P), c (B, C))
@@ -118,7 +118,7 @@ class ProjectedLstm(nn.Module):
     def _inference_kernels(self) -> Tuple[PackedLinear, PackedLinear, PackedLinear]:
         """Packed input, recurrent and projection matmuls, rebuilt when the weights change."""
         weights = (self.input_weight, self.state_weight, self.bias, self.proj_weight)
-        key = (self.precision, self.use_packed_weights) + tuple((w.data_ptr(), w._version) for w in weights)
+        key = (self.precision, self.use_packed_weights) + weights_version(weights)
         if self._kernels is None or self._kernels[0] != key:
             def pack(weight: Tensor, bias: Optional[Tensor] = None) -> PackedLinear:
                 return PackedLinear(weight, bias, self.precision, packed=self.use_packed_weights)

@@ -26,7 +26,7 @@ import typer
 from tqdm import tqdm
 
 from ..bilm import ElmoBiLM
-from ..bilm.kernels import PRECISIONS
+from ..bilm.kernels import check_precision
 from ..bilm.device import resolve_device
 from ..loaders import default_bilm_dir, load_bilm
 from ..errors import ElmoError, EmbedInputError
@@ -92,8 +92,7 @@ def check_embed_options(layers: str, batch_size: int, max_length: int = 0, preci
         raise EmbedInputError(f"--batch-size must be >= 1, got {batch_size}")
     if max_length < 0:
         raise EmbedInputError(f"--max-length must be >= 0 (0: no windows), got {max_length}")
-    if precision not in PRECISIONS:
-        raise EmbedInputError(f"--precision must be one of {PRECISIONS}, got {precision!r}")
+    check_precision(precision, "--precision")
 
 
 def process_share() -> Tuple[int, int]:

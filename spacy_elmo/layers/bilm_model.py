@@ -21,7 +21,7 @@ from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_de
 from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions, batch_char_ids
-from ..bilm.kernels import PRECISIONS, check_precision
+from ..bilm.kernels import check_precision, weights_version
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
 from ..bilm.model import embed_sentences, length_batches
 from .cache import LayerCache
@@ -107,9 +107,8 @@ def set_precision(model: BilmModel, precision: str) -> None:
 
 
 def _weights_key(bilm: ElmoBiLM) -> Tuple:
-    # Optimizer steps swap `.data` (new pointer); use_params/load_state_dict bump versions.
     # int8 outputs differ from fp32 ones: a precision change empties the cache too.
-    return (bilm.precision,) + tuple((p.data_ptr(), p._version) for p in bilm.parameters())
+    return (bilm.precision,) + weights_version(bilm.parameters())
 
 
 def _require_bilm(model: BilmModel) -> ElmoBiLM:

@@ -18,7 +18,7 @@ from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
-from ..layers.bilm_model import PRECISIONS, get_bilm, set_bilm, set_cache_size, set_precision
+from ..layers.bilm_model import check_precision, get_bilm, set_bilm, set_cache_size, set_precision
 from ..layers.doc_data import DTYPE_CHOICES, STORE_CHOICES, store_doc_layers, token_mix_weights
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
 from ..loaders import check_weight_source, default_bilm_dir, load_bilm
@@ -138,8 +138,7 @@ class ElmoComponent(TrainablePipe):
             raise ElmoError(f"elmo store must be one of {STORE_CHOICES}, got {store!r}")
         if store_dtype not in DTYPE_CHOICES:
             raise ElmoError(f"elmo store_dtype must be one of {DTYPE_CHOICES}, got {store_dtype!r}")
-        if precision not in PRECISIONS:
-            raise ElmoError(f"elmo precision must be one of {PRECISIONS}, got {precision!r}")
+        check_precision(precision, "elmo precision")
         if token_mix is not None and (not token_mix or any(w < 0 for w in token_mix) or sum(token_mix) <= 0):
             raise ElmoError(f"elmo token_mix must be non-negative layer weights with a positive sum, got {token_mix!r}")
         if (options_file is None) != (weight_file is None):
