@@ -169,3 +169,22 @@ def test_spacy_debug_config_accepts_every_shipped_task_config(corpus, config):
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "Config is valid" in proc.stdout and "✘" not in proc.stdout
+
+
+PRETRAIN_CONFIGS = sorted(p.name for p in CONFIGS.glob("pretrain_*.cfg"))
+
+
+@pytest.mark.parametrize("config", PRETRAIN_CONFIGS)
+def test_every_shipped_pretrain_config_loads_with_the_paths_its_usage_line_gives(config):
+    from spacy_elmo.pretrain import load_config
+
+    text = (CONFIGS / config).read_text(encoding="utf8")
+    paths = {"paths.train": "train.txt", "paths.dev": "dev.txt"}
+    if "--paths.init_dir" in text:
+        paths["paths.init_dir"] = "bilm"
+    if "--paths.output_vectors" in text:
+        paths["paths.output_vectors"] = "vectors"
+    loaded = load_config(CONFIGS / config, paths)
+    assert loaded["training"]["max_steps"] >= 1
+    # A widening warm start names its width; nothing else widens.
+    assert (loaded["warm_start"]["projection_dim"] is not None) == (config == "pretrain_en_wide.cfg")

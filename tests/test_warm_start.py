@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy
@@ -17,8 +18,9 @@ from spacy_elmo.io import read_jsonl
 from spacy_elmo.pretrain.outputs import load_checkpoint
 from spacy_elmo.pretrain.perplexity import perplexity
 from spacy_elmo.pretrain.train import native_cpu_bf16, resolve_precision
-from spacy_elmo.pretrain.warm_start import extended_vocab
+from spacy_elmo.pretrain.warm_start import extended_vocab, widened_bilm
 
+from .conftest import tiny_bilm
 from .test_pretrain import SENTENCES, TINY, run
 
 MORE = ["the old man sold fresh fish at the market .", "a new bridge opened over the wide river ."]
@@ -70,6 +72,52 @@ def test_a_larger_vocabulary_keeps_the_shared_words_rows(tmp_path, text_files, s
         old_tail, new_tail = old["head.softmax.tail.0.1.weight"], new["head.softmax.tail.0.1.weight"]
         assert new_tail.shape[0] == len(new_vocab) - 20 > old_tail.shape[0]
         assert torch.allclose(new_tail[: old_tail.shape[0]], old_tail, atol=1e-12)
+
+
+@pytest.mark.parametrize("softmax", ["full", "adaptive"])
+def test_a_widened_warm_start_begins_where_the_export_ends(tmp_path, text_files, softmax):
+    """warm_start.projection_dim widens the biLM and its head without changing what they compute."""
+    train, dev = text_files
+    first = run(tmp_path / "first", train, dev, **{"training.softmax": softmax})
+    wide = {"training.softmax": softmax, "training.max_steps": 3, "paths.init_dir": str(tmp_path / "first"),
+            "warm_start.projection_dim": 24}
+    run(tmp_path / "wide", train, dev, **wide)
+    start = dev_records(tmp_path / "wide")[0]
+    assert start["step"] == 0
+    assert start["dev_perplexity"] == pytest.approx(first["dev_perplexity"]["mean"], rel=1e-5)
+    assert ElmoBiLM.from_dir(tmp_path / "wide").options.projection_dim == 24
+    # The widened run resumes under the same settings.
+    summary = run(tmp_path / "wide", train, dev, **{**wide, "training.max_steps": 5})
+    assert summary["steps"] == 5
+
+
+def test_widened_bilm_keeps_every_layer_of_the_old_one():
+    old = tiny_bilm()
+    wide = widened_bilm(old, replace(old.options, projection_dim=old.options.projection_dim + 8)).eval()
+    sentences = [["The", "cat", "sat", "."], ["A", "dog", "."]]
+    narrow_layers, wide_layers = old.embed_batch(sentences), wide.embed_batch(sentences)
+    P = old.options.projection_dim
+    W = wide.options.projection_dim
+    for a, b in zip(narrow_layers, wide_layers):
+        assert b.shape == (a.shape[0], a.shape[1], 2 * W)
+        numpy.testing.assert_allclose(b[..., :P], a[..., :P], atol=1e-6)  # forward (and token) dimensions
+        numpy.testing.assert_allclose(b[..., W:W + P], a[..., P:], atol=1e-6)  # backward
+        # The new dimensions are not dead: they carry random projections of the old units.
+        assert numpy.abs(b[..., P:W]).max() > 1e-3
+    assert widened_bilm(old, old.options) is old
+
+
+def test_widening_refuses_a_narrower_size_or_no_starting_biLM(tmp_path, text_files):
+    train, dev = text_files
+    run(tmp_path / "first", train, dev, **{"training.max_steps": 2})
+    with pytest.raises(PretrainConfigError, match=r"warm_start.projection_dim = 8 is narrower .* projection_dim 16"):
+        run(tmp_path / "narrow", train, dev, **{"paths.init_dir": str(tmp_path / "first"),
+                                                  "warm_start.projection_dim": 8})
+    with pytest.raises(PretrainConfigError, match=r"warm_start.projection_dim widens a starting biLM"):
+        load_config(TINY, {"paths.train": str(train), "warm_start.projection_dim": 32})
+    with pytest.raises(PretrainConfigError, match=r"warm_start.projection_dim must be null or a positive integer"):
+        load_config(TINY, {"paths.train": str(train), "paths.init_dir": str(tmp_path / "first"),
+                           "warm_start.projection_dim": "wide"})
 
 
 def test_extended_vocabulary_appends_frequent_new_words_only():

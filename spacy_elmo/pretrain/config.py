@@ -54,6 +54,13 @@ min_count = 1
 max_size = 50000
 
 {model_section}
+[warm_start]
+# With paths.init_dir (or init_options/init_weights): widen the starting biLM's
+# projection to this size (the ELMo vectors are twice as wide) and keep what it
+# computes: old units ignore the new dimensions until training makes them
+# useful. null keeps the starting biLM's size.
+projection_dim = null
+
 [training]
 max_steps = 10000
 # Tokens per batch per process (boundaries not counted).
@@ -158,6 +165,11 @@ def validate(config: Config) -> None:
            "and paths.init_options/init_weights both name a biLM to start from: give one")
     _check((t["softmax"] == "vmf") == bool(paths["output_vectors"]), "paths.output_vectors",
            "is needed by training.softmax = \"vmf\" (the word vectors to predict) and only by it")
+    widen_to = config["warm_start"]["projection_dim"]
+    _check(widen_to is None or (isinstance(widen_to, int) and not isinstance(widen_to, bool) and widen_to >= 1),
+           "warm_start.projection_dim", f"must be null or a positive integer, got {widen_to!r}")
+    _check(widen_to is None or bool(paths["init_dir"] or paths["init_options"]), "warm_start.projection_dim",
+           "widens a starting biLM: give paths.init_dir (or init_options/init_weights) too")
     model_options(config)  # the [model] sizes, checked by ElmoOptions
 
 

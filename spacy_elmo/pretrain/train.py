@@ -43,7 +43,7 @@ from ..errors import PretrainDataError
 from ..io import append_jsonl, read_jsonl
 from .target_vectors import target_vectors
 from .vocab import Vocabulary
-from .warm_start import WarmStart, read_init_dir, transfer_head
+from .warm_start import WarmStart, read_init_dir, transfer_head, widened_bilm
 
 def say(message: str) -> None:
     """A line for the person running the job, on stderr (with or without the progress bar)."""
@@ -116,9 +116,9 @@ def build_language_model(config: Config, options: ElmoOptions, vocab: Vocabulary
     t = config["training"]
     paths = config["paths"]
     if warm is not None:
-        bilm = ElmoBiLM.from_files(warm.options_file, warm.weight_file)
+        bilm = widened_bilm(ElmoBiLM.from_files(warm.options_file, warm.weight_file), options)
     elif paths["init_options"]:
-        bilm = ElmoBiLM.from_files(paths["init_options"], paths["init_weights"])
+        bilm = widened_bilm(ElmoBiLM.from_files(paths["init_options"], paths["init_weights"]), options)
     else:
         bilm = ElmoBiLM(options)
     vectors = None
@@ -189,8 +189,15 @@ def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
     init_options = config["paths"]["init_options"] or (
         Path(config["paths"]["init_dir"]) / OPTIONS_NAME if config["paths"]["init_dir"] else None)
     if init_options:
-        # Fine-tuning or a warm start: the architecture is the starting biLM's.
+        # Fine-tuning or a warm start: the architecture is the starting biLM's, maybe widened.
         config["model"].update(model_section(ElmoOptions.from_file(init_options)))
+        widen_to = config["warm_start"]["projection_dim"]
+        if widen_to is not None:
+            start = config["model"]["projection_dim"]
+            if widen_to < start:
+                raise PretrainConfigError(f"warm_start.projection_dim = {widen_to} is narrower than the starting "
+                                          f"biLM's projection_dim {start} ({init_options}): a warm start only widens")
+            config["model"]["projection_dim"] = widen_to
     if not (output_dir / CHECKPOINT_NAME).is_file():
         return config, False
     saved_path = output_dir / CONFIG_NAME

@@ -10,7 +10,14 @@ the new vocabulary shares with the old one keeps its row (for the adaptive
 softmax: when the word stays in the same cluster, whose projection is kept
 too). The new vocabulary is, unless ``paths.vocab`` gives one, the old one
 extended by the new text's frequent words (appended, so no shared word moves).
+
+``warm_start.projection_dim`` widens the starting biLM's projection (the
+token vectors and the LSTM outputs) without changing what it computes: in
+every matrix the old units keep their weights and give the new inputs zero
+weight, and the new units start from fresh weights, so the new dimensions
+carry random projections of the old ones until training makes them useful.
 """
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Sequence
@@ -18,10 +25,15 @@ from typing import Dict, Optional, Sequence
 import numpy
 import torch
 
+from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from ..errors import PretrainDataError
 from .outputs import SOFTMAX_NAME, VOCAB_NAME, read_softmax_arrays, read_softmax_settings
 from .vocab import SPECIAL_TOKENS, Vocabulary
+
+
+# An adaptive softmax tail's projection (its rows are units, not words).
+_TAIL_PROJECTION = re.compile(r"^softmax\.tail\.\d+\.0\.weight$")
 
 
 @dataclass
@@ -102,15 +114,49 @@ def _cluster_bounds(cutoffs: Sequence[int], vocab_size: int) -> list:
     return [0, *cutoffs, vocab_size]
 
 
+def widened(fresh: torch.Tensor, old: torch.Tensor, input_axis: int) -> torch.Tensor:
+    """``old`` in the leading block of ``fresh``'s shape; the old outputs give the new inputs zero weight.
+
+    ``input_axis`` is the axis a matrix multiplies its input along (0 for the biLM's
+    ``x @ W`` weights, 1 for ``torch.nn.Linear``); vectors only grow new entries.
+    """
+    if fresh.shape == old.shape:
+        return old.clone()
+    if fresh.dim() != old.dim() or any(n < o for n, o in zip(fresh.shape, old.shape)):
+        raise PretrainDataError(f"cannot widen a weight of shape {tuple(old.shape)} to {tuple(fresh.shape)}")
+    out = fresh.clone()
+    out[tuple(slice(0, n) for n in old.shape)] = old
+    if old.dim() == 2:
+        new_inputs = [slice(0, n) for n in old.shape]
+        new_inputs[input_axis] = slice(old.shape[input_axis], None)
+        out[tuple(new_inputs)] = 0.0
+    return out
+
+
+def widened_bilm(bilm: ElmoBiLM, options: ElmoOptions) -> ElmoBiLM:
+    """``bilm`` itself if its sizes are ``options``'; else a wider biLM that computes what it did."""
+    if bilm.options.projection_dim == options.projection_dim:
+        return bilm
+    wide = ElmoBiLM(options)
+    fresh, old = wide.state_dict(), bilm.state_dict()
+    wide.load_state_dict({name: widened(fresh[name], old[name], input_axis=0) for name in fresh})
+    return wide
+
+
 def transfer_head(head: torch.nn.Module, warm: WarmStart, vocab: Vocabulary) -> int:
-    """Copy the saved head's rows into ``head`` for the words both vocabularies share; returns how many."""
+    """Copy the saved head's rows into ``head`` for the words both vocabularies share; returns how many.
+
+    A head widened with the biLM (``warm_start.projection_dim``) keeps its old
+    weights too, giving the new dimensions zero weight (see ``widened``).
+    """
     if warm.softmax_arrays is None or warm.softmax_kind != head.kind:
         return 0
+    state = head.state_dict()
     # float32, whatever the file holds (a shipped biLM's softmax is float16).
     arrays = {name: torch.from_numpy(numpy.asarray(a, dtype=numpy.float32)) for name, a in warm.softmax_arrays.items()}
+    arrays = {name: _widened_rows(name, state[name], a) if name in state else a for name, a in arrays.items()}
     old_ids = numpy.array([warm.vocab.index.get(word, -1) for word in vocab.words])
     shared = numpy.flatnonzero(old_ids >= 0)
-    state = head.state_dict()
     with torch.no_grad():
         if head.kind in ("full", "sampled"):
             state["weight"][shared] = arrays["weight"][old_ids[shared]]
@@ -156,3 +202,13 @@ def _transfer_adaptive(state, arrays, head, warm: WarmStart, old_ids: numpy.ndar
 
 def read_cutoffs(warm: WarmStart) -> Sequence[int]:
     return read_softmax_settings(warm.directory / SOFTMAX_NAME)["cutoffs"]
+
+
+def _widened_rows(name: str, fresh: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    """A saved head weight at ``fresh``'s width. Rows that are words or clusters stay as many as
+    saved (they are transferred by word); an adaptive tail's projection grows new units too."""
+    if fresh.dim() != 2 or fresh.shape[1] == old.shape[1]:
+        return old
+    if _TAIL_PROJECTION.match(name):
+        return widened(fresh, old, input_axis=1)
+    return widened(fresh.new_zeros(old.shape[0], fresh.shape[1]), old, input_axis=1)
