@@ -32,14 +32,14 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
 NER_RUNS = [
     ("ner_cnn", "CNN tok2vec"),
     ("ner_vectors", "CNN tok2vec + en_core_web_md static vectors"),
-    ("ner_elmo", "CNN tok2vec + ELMo (concatenated)"),
+    ("ner_elmo", "CNN embedding + ELMo at the encoder's input"),
     ("ner_vectors_elmo", "CNN + static vectors + ELMo at the encoder's input (the paper's setup)"),
 ]
 SENTIMENT_RUNS = [
     ("sentiment_bow", "bag of words (no token vectors)"),
     ("sentiment_cnn", "CNN tok2vec"),
     ("sentiment_vectors", "CNN tok2vec + en_core_web_md static vectors"),
-    ("sentiment_elmo", "CNN tok2vec + ELMo (concatenated)"),
+    ("sentiment_elmo", "CNN embedding + ELMo at the encoder's input"),
     ("sentiment_vectors_elmo", "CNN + static vectors + ELMo at the encoder's input (the paper's setup)"),
 ]
 # The project's targets for ELMo, measured on test: (task, ELMo run, baseline, margin in points).

@@ -65,9 +65,9 @@ def spacy_train(config, train, corpus, output, *extra):
 ELMO_RUNS = [
     ("ner_elmo.cfg", "ner.spacy", "ner"),
     ("ner_elmo_only.cfg", "ner.spacy", "ner"),
-    ("ner_elmo_input.cfg", "ner.spacy", "ner"),
+    ("ner_elmo_output.cfg", "ner.spacy", "ner"),
     ("ner_vectors_elmo.cfg", "ner.spacy", "ner"),
-    ("textcat_elmo_input.cfg", "cats.spacy", "textcat"),
+    ("textcat_elmo_output.cfg", "cats.spacy", "textcat"),
     ("textcat_vectors_elmo.cfg", "cats.spacy", "textcat"),
     ("textcat_elmo.cfg", "cats.spacy", "textcat"),
     ("textcat_elmo_only.cfg", "cats.spacy", "textcat"),
@@ -92,9 +92,9 @@ def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, co
     assert [r["step"] for r in records] == [0, 3, 6]
     assert all({"epoch", "score", "seconds", "words", "losses", "scores"} <= set(r) for r in records)
     nlp = spacy.load(tmp_path / "model-last")
-    # the *_elmo_only ablations have no CNN tok2vec to concatenate with
-    # the *_elmo_input configs have their own embedding and encoder (ELMo enters the encoder)
-    own_tok2vec = any(kind in config for kind in ("elmo_only", "elmo_input", "vectors_elmo"))
+    # Only the output-side configs share a CNN tok2vec to concatenate ELMo with; the others
+    # have their own embedding and encoder (ELMo enters the encoder) or no encoder (*_elmo_only).
+    own_tok2vec = not any(kind in config for kind in ("elmo_output", "multilabel"))
     expected_pipeline = ["elmo", component] if own_tok2vec else ["elmo", "tok2vec", component]
     assert nlp.pipe_names == expected_pipeline
     mix = nlp.get_pipe("elmo").listener_mix_weights()[component][0]
