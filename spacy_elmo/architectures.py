@@ -127,10 +127,31 @@ def build_elmo_tok2vec_v1(
     encoder's ``width`` by a Maxout (as MultiHashEmbed mixes its own features),
     then through the encoder (e.g. MaxoutWindowEncoder), which so combines ELMo
     across the sentence."""
-    mix_down = with_array(Maxout(width, nP=3, dropout=0.0, normalize=True))
-    model = chain(concatenate(elmo, embed), mix_down, encode)
+    model = chain(concatenate(elmo, embed), _mix_down(width), encode)
     model.set_dim("nO", width)
     model.set_ref("elmo", elmo)
     model.set_ref("embed", embed)
     model.set_ref("encode", encode)
     return model
+
+
+@registry.architectures("spacy-elmo.ElmoOnlyTok2Vec.v1")
+def build_elmo_only_tok2vec_v1(
+    elmo: Model[List[Doc], List[Floats2d]],
+    encode: Model[List[Floats2d], List[Floats2d]],
+    width: int,
+) -> Model[List[Doc], List[Floats2d]]:
+    """ELMo as the only token representation, with an encoder above it: the
+    component's ELMo mix mixed down to the encoder's ``width``, then the encoder
+    (e.g. the CNN baseline's MaxoutWindowEncoder), so ELMo alone is compared
+    with the CNN under the same encoder."""
+    model = chain(elmo, _mix_down(width), encode)
+    model.set_dim("nO", width)
+    model.set_ref("elmo", elmo)
+    model.set_ref("encode", encode)
+    return model
+
+
+def _mix_down(width: int) -> Model[List[Floats2d], List[Floats2d]]:
+    # A Maxout to the encoder's width, as MultiHashEmbed mixes its own features.
+    return with_array(Maxout(width, nP=3, dropout=0.0, normalize=True))

@@ -65,12 +65,14 @@ def spacy_train(config, train, corpus, output, *extra):
 ELMO_RUNS = [
     ("ner_elmo.cfg", "ner.spacy", "ner"),
     ("ner_elmo_only.cfg", "ner.spacy", "ner"),
+    ("ner_elmo_only_encoder.cfg", "ner.spacy", "ner"),
     ("ner_elmo_output.cfg", "ner.spacy", "ner"),
     ("ner_vectors_elmo.cfg", "ner.spacy", "ner"),
     ("textcat_elmo_output.cfg", "cats.spacy", "textcat"),
     ("textcat_vectors_elmo.cfg", "cats.spacy", "textcat"),
     ("textcat_elmo.cfg", "cats.spacy", "textcat"),
     ("textcat_elmo_only.cfg", "cats.spacy", "textcat"),
+    ("textcat_elmo_only_encoder.cfg", "cats.spacy", "textcat"),
     ("textcat_multilabel_elmo.cfg", "multi.spacy", "textcat_multilabel"),
 ]
 
