@@ -115,12 +115,9 @@ def build_language_model(config: Config, options: ElmoOptions, vocab: Vocabulary
     """The biLM (fresh, fine-tuned from published files, or warm-started) and its LM head."""
     t = config["training"]
     paths = config["paths"]
-    if warm is not None:
-        bilm = widened_bilm(ElmoBiLM.from_files(warm.options_file, warm.weight_file), options)
-    elif paths["init_options"]:
-        bilm = widened_bilm(ElmoBiLM.from_files(paths["init_options"], paths["init_weights"]), options)
-    else:
-        bilm = ElmoBiLM(options)
+    start = ((warm.options_file, warm.weight_file) if warm is not None else
+             (paths["init_options"], paths["init_weights"]) if paths["init_options"] else None)
+    bilm = widened_bilm(ElmoBiLM.from_files(*start), options) if start else ElmoBiLM(options)
     vectors = None
     if t["softmax"] == "vmf":
         vectors, coverage = target_vectors(paths["output_vectors"], vocab)
