@@ -3,7 +3,7 @@
     python scripts/learning_curve.py run TASK SUBSETS_DIR DEV TEST [--vectors V] [--bilm-dir B] [--seeds 0,1,2] ...
     python scripts/learning_curve.py plot METRICS_DIR REPORTS_DIR --subsets ner=DIR --subsets sentiment=DIR
 
-``run`` trains every config of TASK (CURVE below) on every ``train_*pct.spacy``
+``run`` trains every config of TASK (CURVE below; ``--runs`` picks some) on every ``train_*pct.spacy``
 of SUBSETS_DIR (written by ``subsets.py``) with ``experiment``'s runner: the
 full dev set for early stopping, test scored once per seed, finished seeds
 skipped. Runs are named ``curve_<run>_<p>pct``. The 100% points are the main
@@ -55,6 +55,18 @@ def needs(kinds, vectors: Optional[str], bilm_dir: Optional[Path]) -> List[str]:
     return overrides
 
 
+def selected_runs(task: str, runs: Optional[str]) -> List[Tuple[str, str, Tuple[str, ...]]]:
+    """TASK's curve entries named in RUNS (all of them without it), in CURVE's order."""
+    if runs is None:
+        return CURVE[task]
+    names = [name.strip() for name in runs.split(",") if name.strip()]
+    known = [run for run, _, _ in CURVE[task]]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise typer.BadParameter(f"--runs: {', '.join(unknown) or '(empty)'} not among {task}'s runs {known}")
+    return [entry for entry in CURVE[task] if entry[0] in names]
+
+
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run_curve(
     ctx: typer.Context,
@@ -65,18 +77,20 @@ def run_curve(
     vectors: Optional[str] = typer.Option(None, "--vectors", help="static vectors (default assets/en_core_web_md)"),
     bilm_dir: Optional[Path] = typer.Option(None, "--bilm-dir", help="the biLM (default: the configs' bundled one)"),
     seeds: str = typer.Option("0,1,2", "--seeds"),
+    runs: Optional[str] = typer.Option(None, "--runs", help="comma-separated runs to train (default: all of TASK's)"),
     gold_preproc: bool = typer.Option(False, "--gold-preproc"),
     training_dir: Path = typer.Option(Path("training"), "--training-dir"),
     metrics_dir: Path = typer.Option(Path("metrics"), "--metrics-dir"),
 ):
-    """Train every config of TASK on every subset (extra args go to spacy train)."""
+    """Train every config of TASK (or --runs) on every subset (extra args go to spacy train)."""
     if task not in CURVE:
         raise typer.BadParameter(f"TASK must be one of {sorted(CURVE)}, got {task!r}")
+    chosen = selected_runs(task, runs)
     subsets = sorted(subsets_dir.glob("train_*pct.spacy"))
     if not subsets:
         raise ProjectDataError(f"{subsets_dir}: no train_*pct.spacy (run scripts/subsets.py first)")
     for subset in subsets:
-        for run, config, kinds in CURVE[task]:
+        for run, config, kinds in chosen:
             for seed in parse_seeds(seeds):
                 run_seed(Path(config), subset, dev, test, curve_name(run, subset.stem), seed,
                          needs(kinds, vectors, bilm_dir) + list(ctx.args), gold_preproc, -1, training_dir, metrics_dir)

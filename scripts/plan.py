@@ -2,16 +2,17 @@
 
     python scripts/plan.py PRETRAIN_CONFIG REPORT_FILE --tokens-per-sec N \\
         --task-minutes RUN=MINUTES,... --data-minutes N --machine TEXT [--seeds 0,1,2] \
-        [--other-minutes STEP=MINUTES,...]
+        [--max-steps N] [--other-minutes STEP=MINUTES,...]
 
 Printed before the long run starts (and written to REPORT_FILE). The
-pretraining time follows from the config's steps and batch size and the
+pretraining time follows from the config's steps (or the ``--max-steps`` the
+workflow overrides them with) and batch size and the
 measured training speed; the task-training times are measured minutes per
 seed. The measurements themselves are ``project.yml`` vars (``plan_*``: where
 they were measured and how), the one place to change on another machine.
 """
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 import typer
 
@@ -43,6 +44,7 @@ def main(
     pretrain_config: Path = typer.Argument(..., exists=True, dir_okay=False),
     report_file: Path = typer.Argument(...),
     seeds: str = typer.Option("0,1,2", "--seeds"),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1, help="the pretraining steps the workflow runs (default: the config's)"),
     tokens_per_sec: float = typer.Option(..., "--tokens-per-sec", help="pretraining speed of this config here"),
     task_minutes: str = typer.Option(..., "--task-minutes", help="RUN=MINUTES,...: measured minutes per seed of each task run (~MINUTES: an estimate)"),
     data_minutes: float = typer.Option(..., "--data-minutes", help="minutes to fetch and prepare the data"),
@@ -50,7 +52,11 @@ def main(
     other_minutes: str = typer.Option("", "--other-minutes", help="STEP=MINUTES,...: measured minutes of steps run once, not per seed (~MINUTES: an estimate)"),
 ):
     """Print the expected duration of each part of the full run."""
-    training = load_config(pretrain_config, {"paths.train": "unused"})["training"]
+    # Only [training] is read: the paths a run needs are not checked here.
+    overrides = {"paths.train": "unused", "paths.init_dir": "unused"}
+    if max_steps is not None:
+        overrides["training.max_steps"] = max_steps
+    training = load_config(pretrain_config, overrides)["training"]
     n_seeds = len([s for s in seeds.split(",") if s.strip()])
     pretrain_minutes = training["max_steps"] * training["batch_size"] / tokens_per_sec / 60
     rows = [("fetch and prepare the data", data_minutes, "measured, rounded up"),

@@ -89,6 +89,12 @@ def test_a_widened_warm_start_begins_where_the_export_ends(tmp_path, text_files,
     # The widened run resumes under the same settings.
     summary = run(tmp_path / "wide", train, dev, **{**wide, "training.max_steps": 5})
     assert summary["steps"] == 5
+    # The same config continues the widened export (the project's `pretrain` step, run again after
+    # install-default): a start already as wide is left as it is.
+    run(tmp_path / "again", train, dev, **{**wide, "paths.init_dir": str(tmp_path / "wide")})
+    assert dev_records(tmp_path / "again")[0]["dev_perplexity"] == pytest.approx(
+        summary["dev_perplexity"]["mean"], rel=1e-5)
+    assert ElmoBiLM.from_dir(tmp_path / "again").options.projection_dim == 24
 
 
 def test_widened_bilm_keeps_every_layer_of_the_old_one():

@@ -1,7 +1,9 @@
 """subsets + learning_curve: nested seeded subsets, the plot and table from the runs' scores."""
 import json
 
+import pytest
 import spacy
+import typer
 from spacy.tokens import Doc, DocBin
 from typer.testing import CliRunner
 
@@ -83,3 +85,12 @@ def test_run_needs_the_subsets_first(tmp_path):
     result = CliRunner().invoke(learning_curve.app, ["run", "pos", str(tmp_path), str(tmp_path / "dev.spacy"),
                                                      str(tmp_path / "dev.spacy")])
     assert result.exit_code != 0 and "TASK must be one of" in result.output
+
+
+def test_runs_picks_some_configs_in_curve_order_and_rejects_unknown_names():
+    picked = learning_curve.selected_runs("ner", "ner_vectors, ner_cnn")
+    assert [run for run, _, _ in picked] == ["ner_cnn", "ner_vectors"]
+    assert learning_curve.selected_runs("ner", None) == learning_curve.CURVE["ner"]
+    for bad in ("ner_cnn,ner_bert", ","):
+        with pytest.raises(typer.BadParameter, match="not among ner's runs"):
+            learning_curve.selected_runs("ner", bad)

@@ -53,3 +53,13 @@ def test_plan_says_which_minutes_are_estimates(tmp_path):
     assert "| ner_elmo, 1 seed(s) | 15 | measured: 15.1 min/seed |" in text
     assert "| ner_vectors_elmo, 1 seed(s) | 17 | estimated (not measured yet): 17.3 min/seed |" in text
     assert "| learning-curve | 95 | estimated (not measured yet): 95 min |" in text
+
+
+def test_plan_counts_the_steps_the_workflow_runs_of_a_warm_start_config(tmp_path):
+    result = run_cli(plan.main, [
+        CONFIGS / "pretrain_en_wide.cfg", tmp_path / "plan.md", "--seeds", "0", "--tokens-per-sec", "4096",
+        "--max-steps", "1500", "--task-minutes", "ner_cnn=9", "--data-minutes", "5", "--machine", "x",
+    ])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "plan.md").read_text()
+    assert "| pretrain (1500 steps x 4096 tokens at 4096 tokens/s) | 25 |" in text  # 1500 s, not the config's 1000 steps
