@@ -3,8 +3,9 @@
     python scripts/install_default.py SHIPPED_DIR
 
 Copies ``options.json``, ``weights.hdf5`` and ``provenance.json`` from
-SHIPPED_DIR (``ship``'s output, ``training/default_bilm`` in ``project.yml``)
-to ``spacy_elmo/data/default_bilm``, which ``nlp.add_pipe("elmo")`` loads when
+SHIPPED_DIR (``ship``'s output, ``training/default_bilm`` in ``project.yml``),
+and its LM head (``vocab.txt``, ``softmax.hdf5``) where ``ship`` kept one,
+to ``spacy_elmo/data/default_bilm`` (replacing the folder), which ``nlp.add_pipe("elmo")`` loads when
 given no weights and the wheel bundles. The only step of the project that
 writes into the package: run it on purpose, then commit the folder.
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 import typer
 
 from project_errors import ProjectDataError
-from ship import SHIPPED_FILES, fresh_tmp, swap_in
+from ship import BILM_FILES, HEAD_FILES, fresh_tmp, swap_in
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.loaders import DEFAULT_BILM_DIR
 
@@ -22,12 +23,15 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
 
 
 def install(shipped_dir: Path, dest: Path = DEFAULT_BILM_DIR) -> Path:
-    missing = [name for name in SHIPPED_FILES if not (shipped_dir / name).is_file()]
+    missing = [name for name in BILM_FILES if not (shipped_dir / name).is_file()]
+    head = [name for name in HEAD_FILES if (shipped_dir / name).is_file()]
+    if head and len(head) < len(HEAD_FILES):
+        missing += [name for name in HEAD_FILES if name not in head]
     if missing:
         raise ProjectDataError(f"{shipped_dir}: no {', '.join(missing)} (run `spacy project run ship-default` first)")
     ElmoBiLM.from_dir(shipped_dir)  # the package must be able to load what it bundles
     tmp = fresh_tmp(dest)
-    for name in SHIPPED_FILES:
+    for name in BILM_FILES + tuple(head):
         shutil.copyfile(shipped_dir / name, tmp / name)
     swap_in(tmp, dest)
     return dest

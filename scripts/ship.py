@@ -4,11 +4,14 @@
 
 Writes ``options.json`` + float16 ``weights.hdf5`` (half the size; readers
 upcast to float32), ``vocab.txt`` + float16 ``softmax.hdf5`` (so the shipped
-biLM can be warm-started: ``pretrain --paths.init_dir``) and
+biLM can be warm-started with its LM head: ``pretrain --paths.init_dir``) and
 ``provenance.json`` (the training config, steps, tokens seen, also before a
-warm start, hours, held-out perplexity, the corpus report) to DEST, a project output (``training/default_bilm`` in
-``project.yml``). Refuses a result over ``--max-mb`` megabytes. Putting it
-into the package is a separate, deliberate step: ``install_default.py``.
+warm start, hours, held-out perplexity, the corpus report) to DEST, a project
+output (``training/default_bilm`` in ``project.yml``). Refuses a biLM over
+``--max-mb`` megabytes; the LM head goes with it only where both fit (a warm
+start from a biLM without one trains a fresh head), and the provenance says
+which. Putting it into the package is a separate, deliberate step:
+``install_default.py``.
 """
 import json
 import shutil
@@ -27,8 +30,11 @@ from spacy_elmo.io import read_jsonl
 from spacy_elmo.pretrain.outputs import SOFTMAX_NAME, VOCAB_NAME
 
 PROVENANCE_NAME = "provenance.json"
-# What ship writes and install_default copies: the package's default_bilm folder.
-SHIPPED_FILES = (OPTIONS_NAME, WEIGHTS_NAME, VOCAB_NAME, SOFTMAX_NAME, PROVENANCE_NAME)
+# What ship writes and install_default copies: the package's default_bilm folder. The
+# LM head's files go only where they fit under the size limit beside the biLM.
+BILM_FILES = (OPTIONS_NAME, WEIGHTS_NAME, PROVENANCE_NAME)
+HEAD_FILES = (VOCAB_NAME, SOFTMAX_NAME)
+SHIPPED_FILES = BILM_FILES + HEAD_FILES
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -91,20 +97,32 @@ def write_half_softmax(source: Path, dest: Path) -> None:
             out.create_dataset(name, data=array.astype(numpy.float16) if array.dtype.kind == "f" else array)
 
 
+def megabytes(folder: Path, names) -> float:
+    return sum((folder / name).stat().st_size for name in names) / 1e6
+
+
 def ship(bilm_dir: Path, dest: Path, max_mb: float = 25.0, corpus_report: Optional[Path] = None) -> Path:
     bilm = ElmoBiLM.from_dir(bilm_dir)
-    for name in (VOCAB_NAME, SOFTMAX_NAME):
+    for name in HEAD_FILES:
         if not (bilm_dir / name).is_file():
             raise ProjectDataError(f"{bilm_dir}: no {name} (ship takes a `pretrain` output directory)")
     tmp = fresh_tmp(dest)
     bilm.to_files(tmp / OPTIONS_NAME, tmp / WEIGHTS_NAME, dtype="float16")
+    bilm_mb = megabytes(tmp, (OPTIONS_NAME, WEIGHTS_NAME))
+    if bilm_mb > max_mb:
+        shutil.rmtree(tmp)
+        raise ProjectDataError(f"{bilm_dir}: the float16 biLM takes {bilm_mb:.1f} MB, over the {max_mb} MB limit")
     shutil.copyfile(bilm_dir / VOCAB_NAME, tmp / VOCAB_NAME)
     write_half_softmax(bilm_dir / SOFTMAX_NAME, tmp / SOFTMAX_NAME)
-    size_mb = sum(p.stat().st_size for p in tmp.iterdir()) / 1e6
-    if size_mb > max_mb:
-        shutil.rmtree(tmp)
-        raise ProjectDataError(f"{bilm_dir}: the float16 biLM takes {size_mb:.1f} MB, over the {max_mb} MB limit")
-    (tmp / PROVENANCE_NAME).write_text(json.dumps(provenance(bilm_dir, size_mb, corpus_report), indent=2) + "\n", encoding="utf8")
+    head_mb = megabytes(tmp, HEAD_FILES)
+    record = provenance(bilm_dir, bilm_mb + head_mb, corpus_report)
+    if bilm_mb + head_mb > max_mb:
+        for name in HEAD_FILES:
+            (tmp / name).unlink()
+        record["size_mb"] = round(bilm_mb, 2)
+        record["lm_head"] = (f"left out: with its {head_mb:.1f} MB the biLM would take {bilm_mb + head_mb:.1f} MB, "
+                             f"over the {max_mb} MB limit (a warm start from it trains a fresh head)")
+    (tmp / PROVENANCE_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
     swap_in(tmp, dest)
     return dest
 
@@ -118,7 +136,10 @@ def main(
 ):
     """Write BILM_DIR as float16, with its provenance, to DEST."""
     out = ship(bilm_dir, dest, max_mb, corpus_report)
-    typer.echo(f"float16 biLM written to {out} ({json.loads((out / PROVENANCE_NAME).read_text())['size_mb']} MB)")
+    record = json.loads((out / PROVENANCE_NAME).read_text())
+    typer.echo(f"float16 biLM written to {out} ({record['size_mb']} MB)")
+    if "lm_head" in record:
+        typer.echo(f"its LM head (softmax and vocabulary): {record['lm_head']}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import pytest
 
 from install_default import install
 from project_errors import ProjectDataError
-from ship import SHIPPED_FILES, ship
+from ship import BILM_FILES, HEAD_FILES, SHIPPED_FILES, megabytes, ship
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.pretrain import load_config, pretrain
 
@@ -72,3 +72,26 @@ def test_a_shipped_biLM_can_be_warm_started_and_its_provenance_counts_every_toke
     assert second["steps"] == 2 and second["warm_started_from"]["tokens_seen"] == seen
     assert second["tokens_seen_total"] == second["tokens_seen"] + seen > seen
     assert second["corpus"] == {"train_words": 280}
+
+
+def test_the_lm_head_is_left_out_where_only_the_biLM_fits(bilm_dir, tmp_path):
+    full = ship(bilm_dir, tmp_path / "full")
+    bilm_mb = megabytes(full, ("options.json", "weights.hdf5"))
+    head_mb = megabytes(full, HEAD_FILES)
+    dest = ship(bilm_dir, tmp_path / "no_head", max_mb=bilm_mb + head_mb / 2)
+    assert sorted(p.name for p in dest.iterdir()) == sorted(BILM_FILES)
+    provenance = json.loads((dest / "provenance.json").read_text())
+    assert provenance["lm_head"].startswith("left out") and provenance["size_mb"] == round(bilm_mb, 2)
+    assert (dest / "weights.hdf5").read_bytes() == (full / "weights.hdf5").read_bytes()
+    # The package folder follows: an older biLM's head does not stay behind.
+    package_dir = install(full, tmp_path / "package")
+    assert (package_dir / "softmax.hdf5").is_file()
+    install(dest, package_dir)
+    assert sorted(p.name for p in package_dir.iterdir()) == sorted(BILM_FILES)
+    with pytest.raises(ProjectDataError, match="the float16 biLM takes .* over the"):
+        ship(bilm_dir, tmp_path / "too_big", max_mb=bilm_mb / 2)
+    half_head = tmp_path / "half_head"
+    shutil.copytree(full, half_head)
+    (half_head / "vocab.txt").unlink()
+    with pytest.raises(ProjectDataError, match=f"{half_head}: no vocab.txt"):
+        install(half_head, tmp_path / "other")
