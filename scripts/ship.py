@@ -16,7 +16,7 @@ which. Putting it into the package is a separate, deliberate step:
 import json
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import h5py
 import numpy
@@ -26,7 +26,7 @@ from confection import Config
 from project_errors import ProjectDataError
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.bilm.model import OPTIONS_NAME, WEIGHTS_NAME
-from spacy_elmo.io import read_jsonl
+from spacy_elmo.io import file_sha256, read_jsonl
 from spacy_elmo.pretrain.outputs import SOFTMAX_NAME, VOCAB_NAME
 
 PROVENANCE_NAME = "provenance.json"
@@ -62,9 +62,32 @@ def warm_start_provenance(config_text: Optional[str]) -> Optional[dict]:
     return json.loads(path.read_text(encoding="utf8")) if path is not None and path.is_file() else None
 
 
+def held_out_curve(records: List[dict], earlier_tokens: int) -> List[dict]:
+    """Each held-out evaluation of a run: its step, the tokens seen by then over every warm start, the score."""
+    tokens_at = {r["step"]: r["tokens"] for r in records if "loss" in r}
+    logged = sorted(tokens_at)
+    curve = []
+    for record in records:
+        key = "dev_perplexity" if "dev_perplexity" in record else "dev_loss" if "dev_loss" in record else None
+        if key is None:
+            continue
+        # The last training record at or before the evaluation (training logs every few steps).
+        before = [step for step in logged if step <= record["step"]]
+        tokens = tokens_at[before[-1]] if before else 0
+        curve.append({"step": record["step"], "tokens_seen_total": earlier_tokens + tokens, key: record[key]})
+    return curve
+
+
+def held_out_sha256(config_text: Optional[str]) -> Optional[str]:
+    """The sha256 of the run's held-out text (``paths.dev``), so runs on the same set can be told apart."""
+    dev = Config().from_str(config_text, interpolate=False)["paths"].get("dev") if config_text else None
+    return file_sha256(Path(dev)) if dev and Path(dev).is_file() else None
+
+
 def provenance(bilm_dir: Path, size_mb: float, corpus_report: Optional[Path] = None) -> dict:
     """How the biLM in `bilm_dir` was trained (``pretrain``'s outputs), for provenance.json."""
-    train = [r for r in read_jsonl(bilm_dir / "metrics.jsonl") if "loss" in r]
+    records = read_jsonl(bilm_dir / "metrics.jsonl")
+    train = [r for r in records if "loss" in r]
     config, perplexity = bilm_dir / "config.cfg", bilm_dir / "perplexity.json"
     config_text = config.read_text(encoding="utf8") if config.is_file() else None
     before = warm_start_provenance(config_text)
@@ -81,6 +104,8 @@ def provenance(bilm_dir: Path, size_mb: float, corpus_report: Optional[Path] = N
         "training_seconds": seconds,
         "training_seconds_total": seconds + (earlier_seconds or 0) if seconds is not None else None,
         "perplexity": json.loads(perplexity.read_text()) if perplexity.is_file() else None,
+        "held_out_sha256": held_out_sha256(config_text),
+        "held_out_curve": held_out_curve(records, earlier or 0),
         "corpus": json.loads(corpus_report.read_text())["total"] if corpus_report is not None else None,
         "warm_started_from": before,
         "size_mb": round(size_mb, 2),

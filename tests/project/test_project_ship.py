@@ -9,9 +9,13 @@ import pytest
 
 from install_default import install
 from project_errors import ProjectDataError
-from ship import BILM_FILES, HEAD_FILES, SHIPPED_FILES, megabytes, ship
+import bilm_history
+from ship import BILM_FILES, HEAD_FILES, SHIPPED_FILES, held_out_curve, megabytes, ship
 from spacy_elmo.bilm import ElmoBiLM
+from spacy_elmo.io import file_sha256
 from spacy_elmo.pretrain import load_config, pretrain
+
+from .conftest import run_cli
 
 TINY = Path(__file__).parent.parent.parent / "configs" / "pretrain_tiny.cfg"
 
@@ -64,14 +68,39 @@ def test_a_shipped_biLM_can_be_warm_started_and_its_provenance_counts_every_toke
         assert all(f[name].dtype == numpy.float16 for name in f.keys())
     seen = json.loads((first / "provenance.json").read_text())["tokens_seen"]
     text = bilm_dir.parent / "text.txt"
-    pretrain(load_config(TINY, {"paths.train": str(text), "training.max_steps": 2, "paths.init_dir": str(first)}),
-             tmp_path / "continued", progress=False)
+    pretrain(load_config(TINY, {"paths.train": str(text), "paths.dev": str(text), "training.max_steps": 2,
+                                "paths.init_dir": str(first)}), tmp_path / "continued", progress=False)
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"total": {"train_words": 280}}))
     second = json.loads((ship(tmp_path / "continued", tmp_path / "second", corpus_report=report) / "provenance.json").read_text())
     assert second["steps"] == 2 and second["warm_started_from"]["tokens_seen"] == seen
     assert second["tokens_seen_total"] == second["tokens_seen"] + seen > seen
     assert second["corpus"] == {"train_words": 280}
+    # The continued stretch's held-out evaluations, counted in tokens over both stretches.
+    assert second["held_out_sha256"] == file_sha256(text)
+    assert second["held_out_curve"][0]["step"] == 0
+    assert second["held_out_curve"][0]["tokens_seen_total"] == seen
+    assert second["held_out_curve"][-1]["tokens_seen_total"] == second["tokens_seen_total"]
+    result = run_cli(bilm_history.main, [tmp_path / "second" / "provenance.json", tmp_path / "reports"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in (tmp_path / "reports" / "bilm_history.md").read_text().splitlines() if line.startswith("| ")]
+    assert len(rows) == 3  # the header and one row per stretch
+    assert "from zero" in rows[1] and f"| {seen:,} | {seen:,} |" in rows[1]
+    assert "warm start" in rows[2] and f"| {second['tokens_seen_total']:,} |" in rows[2]
+    assert (tmp_path / "reports" / "bilm_history.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_held_out_curve_counts_tokens_at_each_evaluation_over_warm_starts():
+    records = [{"step": 0, "dev_perplexity": 900.0},
+               {"step": 20, "loss": 5.0, "tokens": 80}, {"step": 40, "loss": 4.0, "tokens": 160},
+               {"step": 40, "dev_perplexity": 300.0},
+               {"step": 40, "loss": 4.1, "tokens": 161},  # logged again after a resume: the later record counts
+               {"step": 50, "dev_loss": 2.5}]  # a continuous-output run's score; no training record at step 50
+    assert held_out_curve(records, earlier_tokens=1000) == [
+        {"step": 0, "tokens_seen_total": 1000, "dev_perplexity": 900.0},
+        {"step": 40, "tokens_seen_total": 1161, "dev_perplexity": 300.0},
+        {"step": 50, "tokens_seen_total": 1161, "dev_loss": 2.5},
+    ]
 
 
 def test_the_lm_head_is_left_out_where_only_the_biLM_fits(bilm_dir, tmp_path):
