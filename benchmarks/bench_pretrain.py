@@ -19,6 +19,7 @@ matmul ceiling and skips the run (``--force-bf16`` runs it anyway).
 import argparse
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy
@@ -29,6 +30,7 @@ from machine import header
 from spacy_elmo.bilm.kernels import unpacked
 from spacy_elmo.bilm.language_model import BidirectionalLM
 from spacy_elmo.bilm.model import ElmoBiLM
+from spacy_elmo.bilm.options import ElmoOptions
 from spacy_elmo.bilm.lm_head import build_lm_head
 from spacy_elmo.pretrain import load_config
 from spacy_elmo.pretrain.config import model_options
@@ -64,6 +66,13 @@ def synthetic_corpus(n_sentences: int, vocab_size: int, seed: int = 0):
     return corpus, sentences
 
 
+def trained_options(config) -> ElmoOptions:
+    """The architecture a config trains: its [model], widened as its [warm_start] says."""
+    options = model_options(config)
+    widen_to = config["warm_start"]["projection_dim"]
+    return replace(options, projection_dim=widen_to) if widen_to else options
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
@@ -76,7 +85,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(header(args.threads))
-    config = load_config(args.config, {"paths.train": "unused"})
+    # Only the architecture and [training] are read (a warm-start config needs a starting biLM to run).
+    config = load_config(args.config, {"paths.train": "unused", "paths.init_dir": "unused"})
     training = config["training"]
     batch_tokens = args.batch_tokens or training["batch_size"]
     native_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
@@ -86,7 +96,8 @@ def main() -> None:
     vocab = Vocabulary.build(corpus.types, corpus.type_counts(sentences), max_size=vocab_size)
     type_words = vocab.ids(corpus.types)
     batches = epoch_batches([len(s) for s in sentences], batch_tokens, 0, 0)
-    print(f"{args.config.name}: threads {torch.get_num_threads()}, torch {torch.__version__}, softmax {training['softmax']}, "
+    print(f"{args.config.name}: projection {trained_options(config).projection_dim}, threads {torch.get_num_threads()}, "
+          f"torch {torch.__version__}, softmax {training['softmax']}, "
           f"vocab {len(vocab)}, batch {batch_tokens} tokens, native bf16: {native_bf16}")
     for precision in args.precision:
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -96,7 +107,7 @@ def main() -> None:
                   f"emulated); --force-bf16 runs it anyway")
             continue
         torch.manual_seed(0)
-        bilm = ElmoBiLM(model_options(config))
+        bilm = ElmoBiLM(trained_options(config))
         head = build_lm_head(training["softmax"], bilm.options.projection_dim, len(vocab),
                              n_samples=training["n_samples"], cutoffs=training["adaptive_cutoffs"],
                              div_value=training["adaptive_div_value"])
