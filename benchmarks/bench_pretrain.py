@@ -19,7 +19,6 @@ matmul ceiling and skips the run (``--force-bf16`` runs it anyway).
 import argparse
 import statistics
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy
@@ -30,10 +29,9 @@ from machine import header
 from spacy_elmo.bilm.kernels import unpacked
 from spacy_elmo.bilm.language_model import BidirectionalLM
 from spacy_elmo.bilm.model import ElmoBiLM
-from spacy_elmo.bilm.options import ElmoOptions
 from spacy_elmo.bilm.lm_head import build_lm_head
 from spacy_elmo.pretrain import load_config
-from spacy_elmo.pretrain.config import model_options
+from spacy_elmo.pretrain.config import model_options, widen_model
 from spacy_elmo.pretrain.batches import epoch_batches, make_batch
 from spacy_elmo.pretrain.corpus import Corpus
 from spacy_elmo.pretrain.train import train_step
@@ -66,13 +64,6 @@ def synthetic_corpus(n_sentences: int, vocab_size: int, seed: int = 0):
     return corpus, sentences
 
 
-def trained_options(config) -> ElmoOptions:
-    """The architecture a config trains: its [model], widened as its [warm_start] says."""
-    options = model_options(config)
-    widen_to = config["warm_start"]["projection_dim"]
-    return replace(options, projection_dim=widen_to) if widen_to else options
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
@@ -87,6 +78,7 @@ def main() -> None:
     print(header(args.threads))
     # Only the architecture and [training] are read (a warm-start config needs a starting biLM to run).
     config = load_config(args.config, {"paths.train": "unused", "paths.init_dir": "unused"})
+    widen_model(config, args.config)  # the width a warm-start config trains at
     training = config["training"]
     batch_tokens = args.batch_tokens or training["batch_size"]
     native_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
@@ -96,7 +88,7 @@ def main() -> None:
     vocab = Vocabulary.build(corpus.types, corpus.type_counts(sentences), max_size=vocab_size)
     type_words = vocab.ids(corpus.types)
     batches = epoch_batches([len(s) for s in sentences], batch_tokens, 0, 0)
-    print(f"{args.config.name}: projection {trained_options(config).projection_dim}, threads {torch.get_num_threads()}, "
+    print(f"{args.config.name}: projection {config['model']['projection_dim']}, threads {torch.get_num_threads()}, "
           f"torch {torch.__version__}, softmax {training['softmax']}, "
           f"vocab {len(vocab)}, batch {batch_tokens} tokens, native bf16: {native_bf16}")
     for precision in args.precision:
@@ -107,7 +99,7 @@ def main() -> None:
                   f"emulated); --force-bf16 runs it anyway")
             continue
         torch.manual_seed(0)
-        bilm = ElmoBiLM(trained_options(config))
+        bilm = ElmoBiLM(model_options(config))
         head = build_lm_head(training["softmax"], bilm.options.projection_dim, len(vocab),
                              n_samples=training["n_samples"], cutoffs=training["adaptive_cutoffs"],
                              div_value=training["adaptive_div_value"])

@@ -187,6 +187,21 @@ def model_options(config: Config) -> ElmoOptions:
         raise PretrainConfigError(f"config section [model]: {err}") from None
 
 
+def widen_model(config: Config, start: Union[str, Path]) -> None:
+    """Set [model] to the width ``warm_start.projection_dim`` asks for; a warm start only widens.
+
+    ``start`` names what [model] describes (the starting biLM), for the error.
+    """
+    widen_to = config["warm_start"]["projection_dim"]
+    if widen_to is None:
+        return
+    width = config["model"]["projection_dim"]
+    if widen_to < width:
+        raise PretrainConfigError(f"warm_start.projection_dim = {widen_to} is narrower than the starting "
+                                  f"biLM's projection_dim {width} ({start}): a warm start only widens")
+    config["model"]["projection_dim"] = widen_to
+
+
 def model_section(options: ElmoOptions) -> Dict[str, Any]:
     """The [model] settings that describe ``options`` (the inverse of ``model_options``)."""
     section = {key: getattr(options, key) for key in MODEL_KEYS}

@@ -35,7 +35,7 @@ from .outputs import (
     export_bilm, export_softmax, load_checkpoint, plot_curve, save_checkpoint,
     truncate_metrics,
 )
-from .config import PretrainConfigError, Schedule, config_differences, model_options, model_section
+from .config import PretrainConfigError, Schedule, config_differences, model_options, model_section, widen_model
 from .corpus import inputs_sha256
 from .data import TrainingData, read_data
 from .evaluation import dev_nll, dev_record, held_out_figures, unknown_rate_warning
@@ -188,13 +188,7 @@ def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
     if init_options:
         # Fine-tuning or a warm start: the architecture is the starting biLM's, maybe widened.
         config["model"].update(model_section(ElmoOptions.from_file(init_options)))
-        widen_to = config["warm_start"]["projection_dim"]
-        if widen_to is not None:
-            start = config["model"]["projection_dim"]
-            if widen_to < start:
-                raise PretrainConfigError(f"warm_start.projection_dim = {widen_to} is narrower than the starting "
-                                          f"biLM's projection_dim {start} ({init_options}): a warm start only widens")
-            config["model"]["projection_dim"] = widen_to
+        widen_model(config, init_options)
     if not (output_dir / CHECKPOINT_NAME).is_file():
         return config, False
     saved_path = output_dir / CONFIG_NAME
