@@ -13,7 +13,7 @@ set by its sha256, and the plot draws each stretch as its own line.
 """
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import typer
 from confection import Config
@@ -31,25 +31,20 @@ def stretches(provenance: dict) -> List[dict]:
     return chain[::-1]
 
 
-def width(config_text: Optional[str]) -> Optional[int]:
-    """The projection a stretch trained (after any widening), from its config."""
-    if not config_text:
-        return None
-    config = Config().from_str(config_text, interpolate=False)
-    return (config.get("warm_start") or {}).get("projection_dim") or config["model"]["projection_dim"]
+def setup(config_text: Optional[str]) -> Tuple[str, Optional[int]]:
+    """How a stretch was set up (architecture, start) and its projection, from its saved config.
 
-
-def setup_text(config_text: Optional[str], previous_width: Optional[int]) -> str:
-    """The architecture and start of one stretch, from its training config."""
+    ``pretrain`` saves the config it ran, with [model] at the width it trained
+    (after any ``warm_start.projection_dim``).
+    """
     if not config_text:
-        return "(no config recorded)"
+        return "(no config recorded)", None
     config = Config().from_str(config_text, interpolate=False)
-    model, P = config["model"], width(config_text)
-    start = "warm start" if config["paths"].get("init_dir") or config["paths"].get("init_options") else "from zero"
-    if previous_width and previous_width != P:
-        start += f", projection widened {previous_width} -> {P}"
+    model, paths = config["model"], config["paths"]
+    start = "warm start" if paths.get("init_dir") or paths.get("init_options") else "from zero"
     softmax = config["training"].get("softmax", "adaptive")
-    return f"LSTM {model['lstm_dim']} x {model['n_layers']}, 2P = {2 * P}, {softmax} softmax; {start}"
+    text = f"LSTM {model['lstm_dim']} x {model['n_layers']}, 2P = {2 * model['projection_dim']}, {softmax} softmax; {start}"
+    return text, model["projection_dim"]
 
 
 def curve_ends(record: dict) -> str:
@@ -65,11 +60,13 @@ def table(chain: List[dict]) -> List[str]:
              "|---|---|---|---|---|---|---|---|"]
     previous_width = None
     for k, record in enumerate(chain, 1):
-        setup = setup_text(record.get("config"), previous_width)
-        previous_width = width(record.get("config"))
+        text, width = setup(record.get("config"))
+        if previous_width and width and previous_width != width:
+            text += f", projection widened {previous_width} -> {width}"
+        previous_width = width
         sha = (record.get("held_out_sha256") or "not recorded")[:12]
         hours = (record.get("training_seconds") or 0) / 3600
-        lines.append(f"| {k} | {setup} | {record.get('steps') or 0:,} | "
+        lines.append(f"| {k} | {text} | {record.get('steps') or 0:,} | "
                      f"{record.get('tokens_seen') or 0:,} | {record.get('tokens_seen_total') or 0:,} | {hours:.2f} | "
                      f"{sha} | {curve_ends(record)} |")
     return lines

@@ -13,6 +13,7 @@ start from a biLM without one trains a fresh head), and the provenance says
 which. Putting it into the package is a separate, deliberate step:
 ``install_default.py``.
 """
+import bisect
 import json
 import shutil
 from pathlib import Path
@@ -72,8 +73,8 @@ def held_out_curve(records: List[dict], earlier_tokens: int) -> List[dict]:
         if key is None:
             continue
         # The last training record at or before the evaluation (training logs every few steps).
-        before = [step for step in logged if step <= record["step"]]
-        tokens = tokens_at[before[-1]] if before else 0
+        n_before = bisect.bisect_right(logged, record["step"])
+        tokens = tokens_at[logged[n_before - 1]] if n_before else 0
         curve.append({"step": record["step"], "tokens_seen_total": earlier_tokens + tokens, key: record[key]})
     return curve
 
@@ -140,11 +141,11 @@ def ship(bilm_dir: Path, dest: Path, max_mb: float = 25.0, corpus_report: Option
     shutil.copyfile(bilm_dir / VOCAB_NAME, tmp / VOCAB_NAME)
     write_half_softmax(bilm_dir / SOFTMAX_NAME, tmp / SOFTMAX_NAME)
     head_mb = megabytes(tmp, HEAD_FILES)
-    record = provenance(bilm_dir, bilm_mb + head_mb, corpus_report)
-    if bilm_mb + head_mb > max_mb:
+    keep_head = bilm_mb + head_mb <= max_mb
+    record = provenance(bilm_dir, bilm_mb + head_mb if keep_head else bilm_mb, corpus_report)
+    if not keep_head:
         for name in HEAD_FILES:
             (tmp / name).unlink()
-        record["size_mb"] = round(bilm_mb, 2)
         record["lm_head"] = (f"left out: with its {head_mb:.1f} MB the biLM would take {bilm_mb + head_mb:.1f} MB, "
                              f"over the {max_mb} MB limit (a warm start from it trains a fresh head)")
     (tmp / PROVENANCE_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
