@@ -1,4 +1,5 @@
 """Pretraining: the objective, the softmaxes, resume, export, fine-tuning, errors."""
+import copy
 import json
 import math
 import os
@@ -21,6 +22,7 @@ from spacy_elmo.io import read_jsonl
 from spacy_elmo.pretrain.outputs import load_checkpoint, save_checkpoint
 from spacy_elmo.pretrain.corpus import Corpus
 from spacy_elmo.pretrain.perplexity import perplexity
+from spacy_elmo.pretrain.train import make_optimizer, train_step, with_step_implementation
 
 from .conftest import PRETRAIN_SENTENCES
 
@@ -123,6 +125,50 @@ def test_fused_lstm_gradients_equal_step_by_step_autograd():
         assert torch.allclose(out, reference, atol=1e-6)
         for a, b in zip(fused, stepwise):
             assert torch.allclose(a, b, atol=1e-5), (clip, (a - b).abs().max())
+
+
+
+def _tiny_lm_and_batch():
+    torch.manual_seed(0)
+    lm = BidirectionalLM(tiny_bilm(), FullSoftmax(8, 10)).train()
+    corpus = Corpus()
+    sentences = [corpus.encode("a b c".split()), corpus.encode("d b".split())]
+    words = numpy.arange(len(corpus.types)) % 7 + 3
+    return lm, make_batch(sentences, corpus.type_chars, words)
+
+
+def test_a_fused_adam_step_reaches_the_packed_inference_kernels():
+    """The fused update leaves version counters alone; train_step bumps them, or
+    evaluation would run the packed copies of the weights before the step."""
+    lm, batch = _tiny_lm_and_batch()
+    optimizer = make_optimizer(load_config(TINY, {"paths.train": "unused"}), lm)
+    assert optimizer.param_groups[0]["fused"]
+    with torch.no_grad():
+        before = lm.bilm.embed_batch([["a", "b", "c"]])[0]  # packs the kernels
+    train_step(lm, optimizer, batch, dropout=0.0, grad_clip=10.0)
+    with torch.no_grad():
+        after = lm.bilm.embed_batch([["a", "b", "c"]])[0]
+        fresh = copy.deepcopy(lm.bilm).embed_batch([["a", "b", "c"]])[0]  # a copy packs afresh
+    assert not numpy.allclose(before, after)
+    assert numpy.allclose(after, fresh, atol=1e-6)
+
+
+def test_a_checkpoint_of_the_per_op_adam_resumes_with_the_fused_kernel():
+    """Checkpoints written before pretraining used the fused kernel load into it, and
+    the next step is the one the per-op optimizer would have taken."""
+    lm, batch = _tiny_lm_and_batch()
+    params = list(lm.parameters())
+    per_op = torch.optim.AdamW(params, lr=0.01)
+    train_step(lm, per_op, batch, dropout=0.0, grad_clip=10.0)
+    saved = copy.deepcopy(per_op.state_dict())
+    twin = copy.deepcopy(lm)
+    fused = make_optimizer(load_config(TINY, {"paths.train": "unused", "training.learn_rate": 0.01}), twin)
+    fused.load_state_dict(with_step_implementation(saved, fused))
+    assert fused.param_groups[0]["fused"] and saved["param_groups"][0]["fused"] is None
+    train_step(lm, per_op, batch, dropout=0.0, grad_clip=10.0)
+    train_step(twin, fused, batch, dropout=0.0, grad_clip=10.0)
+    for a, b in zip(lm.parameters(), twin.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
 
 
 # -- vocabulary and corpus --------------------------------------------------

@@ -29,6 +29,10 @@ INPUT_CHUNK_BYTES = 16 * 2**20
 _FILE_TO_INTERNAL = (0, 2, 3, 1)
 _INTERNAL_TO_FILE = (0, 3, 1, 2)
 FORGET_BIAS = 1.0
+# grad * s (1 - s) and grad * (1 - t^2) given the outputs s, t, in one pass each.
+_sigmoid_backward_into = torch.ops.aten.sigmoid_backward.grad_input
+_tanh_backward = torch.ops.aten.tanh_backward.default
+_tanh_backward_into = torch.ops.aten.tanh_backward.grad_input
 
 
 def _permute_gate_blocks(array: numpy.ndarray, order: Sequence[int]) -> numpy.ndarray:
@@ -241,7 +245,8 @@ class _FusedLstmSequence(torch.autograd.Function):
         hiddens[0] = h0
         state_mm, proj_mm = PackedLinear(state_weight), PackedLinear(proj_weight)
         for t in range(n_steps):
-            gates = torch.add(input_gates[t], state_mm(hiddens[t]), out=acts[t])
+            gates = acts[t]
+            gates.copy_(state_mm(hiddens[t], add=input_gates[t]))  # the add fused into the GEMM
             gates[:, : 3 * C].sigmoid_()
             gates[:, 3 * C :].tanh_()
             c = torch.mul(gates[:, C : 2 * C], cells[t], out=cells[t + 1])
@@ -271,23 +276,30 @@ class _FusedLstmSequence(torch.autograd.Function):
         grad_h = grad_outputs.new_zeros(batch_size, hiddens.shape[-1])
         grad_c = acts.new_zeros(batch_size, C)
         proj_t_mm, state_t_mm = PackedLinear(proj_weight.t()), PackedLinear(state_weight.t())
+        # Masks as floats once, not a bool-to-float promotion on every step.
+        proj_kept = proj_kept.to(grad_outputs.dtype) if proj_kept is not None else None
+        cell_kept = cell_kept.to(acts.dtype) if cell_kept is not None else None
         for t in range(n_steps - 1, -1, -1):
-            i, f, o, j = acts[t, :, :C], acts[t, :, C : 2 * C], acts[t, :, 2 * C : 3 * C], acts[t, :, 3 * C :]
+            gates = acts[t]
+            i, f, o, j = gates[:, :C], gates[:, C : 2 * C], gates[:, 2 * C : 3 * C], gates[:, 3 * C :]
             dh = torch.add(grad_outputs[t], grad_h, out=grad_proj_in[t])
             if proj_kept is not None:
                 dh.mul_(proj_kept[t])
             d_mixed = proj_t_mm(dh)
             tanh_c = tanh_cells[t]
             g = grad_gates[t]
-            # o: d_mixed * tanh(c) * o (1 - o)
-            torch.mul(d_mixed, tanh_c, out=g[:, 2 * C : 3 * C]).mul_(o * (1 - o))
-            # c: from the output and from the next step
-            dc = d_mixed.mul_(o).mul_(1 - tanh_c * tanh_c).add_(grad_c)
+            # Gradients w.r.t. the gates' outputs, then through sigmoid/tanh with
+            # aten's one-pass *_backward kernels (fewer passes over (B, C) than
+            # spelling out s (1 - s) and 1 - t^2).
+            torch.mul(d_mixed, tanh_c, out=g[:, 2 * C : 3 * C])
+            dc = _tanh_backward(d_mixed.mul_(o), tanh_c).add_(grad_c)
             if cell_kept is not None:
                 dc.mul_(cell_kept[t])
-            torch.mul(dc, j, out=g[:, :C]).mul_(i * (1 - i))
-            torch.mul(dc, cells[t], out=g[:, C : 2 * C]).mul_(f * (1 - f))
-            torch.mul(dc, i, out=g[:, 3 * C :]).mul_(1 - j * j)
+            torch.mul(dc, j, out=g[:, :C])
+            torch.mul(dc, cells[t], out=g[:, C : 2 * C])
+            _sigmoid_backward_into(g[:, : 3 * C], gates[:, : 3 * C], grad_input=g[:, : 3 * C])
+            torch.mul(dc, i, out=g[:, 3 * C :])
+            _tanh_backward_into(g[:, 3 * C :], j, grad_input=g[:, 3 * C :])
             grad_c = dc.mul_(f)
             grad_h = state_t_mm(g)
         flat_gates = grad_gates.view(n_steps * batch_size, four_c)

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy
 import torch
 from confection import Config
+from torch.autograd.graph import increment_version
 from tqdm import tqdm
 
 from ..bilm import ElmoBiLM, ElmoOptions
@@ -44,6 +45,10 @@ from ..io import append_jsonl, read_jsonl
 from .target_vectors import target_vectors
 from .vocab import Vocabulary
 from .warm_start import WarmStart, read_init_dir, transfer_head, widened_bilm
+
+# Devices with torch's fused Adam(W) kernel (elsewhere the per-op loop).
+FUSED_ADAM_DEVICES = ("cpu", "cuda")
+
 
 def say(message: str) -> None:
     """A line for the person running the job, on stderr (with or without the progress bar)."""
@@ -137,12 +142,24 @@ def make_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Optimi
     t = config["training"]
     params = [p for p in model.parameters() if p.requires_grad]
     if t["optimizer"] == "adam":
-        return torch.optim.AdamW(params, lr=t["learn_rate"], weight_decay=t["weight_decay"])
+        # The fused kernel does the whole update in one pass per tensor (~7x faster on CPU
+        # than the per-op loop); the same maths.
+        fused = all(p.device.type in FUSED_ADAM_DEVICES and p.dtype in (torch.float32, torch.bfloat16) for p in params)
+        return torch.optim.AdamW(params, lr=t["learn_rate"], weight_decay=t["weight_decay"], fused=fused or None)
     if t["optimizer"] == "adagrad":
         # bilm-tf's choice (lr 0.2, initial accumulator 1.0).
         return torch.optim.Adagrad(params, lr=t["learn_rate"], initial_accumulator_value=1.0,
                                    weight_decay=t["weight_decay"])
     return torch.optim.SGD(params, lr=t["learn_rate"], weight_decay=t["weight_decay"])
+
+
+def with_step_implementation(saved: Dict[str, Any], optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
+    """A checkpoint's optimizer state with this build's choice of update kernel (fused,
+    foreach) instead of the one that wrote it: load_state_dict would otherwise bring back
+    the old choice, and it must know the new one to place the state where that kernel wants it."""
+    groups = [dict(saved_group, **{key: group[key] for key in ("fused", "foreach") if key in group})
+              for saved_group, group in zip(saved["param_groups"], optimizer.param_groups)]
+    return dict(saved, param_groups=groups)
 
 
 def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch, dropout: float, grad_clip: float,
@@ -156,6 +173,11 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch, 
     if grad_clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
+    if any(group.get("fused") for group in optimizer.param_groups):
+        # The fused kernel updates the weights in place without bumping their version
+        # counters, which the biLM's packed inference kernels are keyed on (evaluation
+        # would run stale copies).
+        increment_version([p for group in optimizer.param_groups for p in group["params"]])
     return float(forward_nll.detach()), float(backward_nll.detach()), n
 
 
@@ -311,7 +333,7 @@ def restore(run: Run) -> None:
             "since; use a fresh output directory (or restore the text to resume)"
         )
     run.lm.load_state_dict(state["model"])
-    run.optimizer.load_state_dict(state["optimizer"])
+    run.optimizer.load_state_dict(with_step_implementation(state["optimizer"], run.optimizer))
     _set_rng_state(state["rng"][run.dist.rank], run.device)
     run.progress = Progress(state["step"], state["epoch"], state["position"], state["elapsed"], state["tokens_seen"])
     if run.dist.is_main:
