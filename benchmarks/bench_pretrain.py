@@ -34,7 +34,7 @@ from spacy_elmo.pretrain import load_config
 from spacy_elmo.pretrain.config import model_options, widen_model
 from spacy_elmo.pretrain.batches import epoch_batches, make_batch
 from spacy_elmo.pretrain.corpus import Corpus
-from spacy_elmo.pretrain.train import train_step
+from spacy_elmo.pretrain.train import make_optimizer, train_step
 from spacy_elmo.pretrain.vocab import Vocabulary
 
 
@@ -104,7 +104,7 @@ def main() -> None:
                              n_samples=training["n_samples"], cutoffs=training["adaptive_cutoffs"],
                              div_value=training["adaptive_div_value"])
         lm = BidirectionalLM(bilm, head).train()
-        optimizer = torch.optim.AdamW(lm.parameters(), lr=training["learn_rate"])
+        optimizer = make_optimizer(config, lm)  # the update pretrain runs (fused AdamW where there is one)
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
         def step(batch):

@@ -102,15 +102,19 @@ class ProjectedLstm(nn.Module):
         if not (torch.is_grad_enabled() and (inputs.requires_grad or any(p.requires_grad for p in self.parameters()))):
             return self._run_inplace(inputs, state, lengths)
         # The input-to-gate matmul for all steps at once, outside the loop.
-        input_gates = torch.addmm(
-            self.bias + self.forget_offset, inputs.reshape(n_steps * batch_size, -1), self.input_weight
-        ).view(n_steps, batch_size, -1)
-        if lengths is None and not torch.is_autocast_enabled(input_gates.device.type):
-            # Training: the whole sequence in one autograd node (hand-written BPTT).
+        flat_inputs = inputs.reshape(n_steps * batch_size, -1)
+        bias = self.bias + self.forget_offset
+        if lengths is None and not torch.is_autocast_enabled(inputs.device.type):
+            # Training: the whole sequence in one autograd node (hand-written BPTT). The
+            # bias goes into each step's GEMM there: addmm would spend a pass over all
+            # steps' gates broadcasting it.
+            input_gates = torch.mm(flat_inputs, self.input_weight).view(n_steps, batch_size, -1)
             outputs = _FusedLstmSequence.apply(
-                input_gates, state[0], state[1], self.state_weight, self.proj_weight, self.cell_clip, self.proj_clip
+                input_gates, state[0], state[1], bias, self.state_weight, self.proj_weight, self.cell_clip,
+                self.proj_clip,
             )
             return outputs, None
+        input_gates = torch.addmm(bias, flat_inputs, self.input_weight).view(n_steps, batch_size, -1)
         return self._run_autograd(input_gates, state, lengths)
 
     def set_precision(self, precision: str) -> None:
@@ -227,26 +231,28 @@ class _FusedLstmSequence(torch.autograd.Function):
     Autograd over the step loop records ~15 nodes per step and runs their
     backward one small op at a time; here the backward is written out
     (BPTT), the weight gradients are two GEMMs over all steps, and each step's
-    activations are kept in preallocated buffers. Same maths as
+    activations are kept (the gates as the step's GEMM returned them, with the
+    bias and the input part fused into it: no copy). Same maths as
     ``ProjectedLstm._run_autograd`` (the tests compare the two).
     """
 
     @staticmethod
-    def forward(ctx, input_gates, h0, c0, state_weight, proj_weight, cell_clip, proj_clip):
+    def forward(ctx, input_gates, h0, c0, bias, state_weight, proj_weight, cell_clip, proj_clip):
+        """``input_gates (T, B, 4C)``: the inputs' part of the gates, without ``bias (4C,)``."""
         n_steps, batch_size, four_c = input_gates.shape
         C = four_c // 4
         P = proj_weight.shape[1]
-        acts = input_gates.new_empty(n_steps, batch_size, four_c)  # sigmoid(i, f, o), tanh(j)
+        acts: List[Tensor] = []  # per step: sigmoid(i, f, o), tanh(j)
         cells = input_gates.new_empty(n_steps + 1, batch_size, C)  # c_{t-1} for t = 0..T
         hiddens = input_gates.new_empty(n_steps + 1, batch_size, P)  # h_{t-1} for t = 0..T
         mixed = input_gates.new_empty(n_steps, batch_size, C)  # o * tanh(c), before the projection
         tanh_cells = input_gates.new_empty(n_steps, batch_size, C)
         cells[0] = c0
         hiddens[0] = h0
-        state_mm, proj_mm = PackedLinear(state_weight), PackedLinear(proj_weight)
+        state_mm, proj_mm = PackedLinear(state_weight, bias), PackedLinear(proj_weight)
         for t in range(n_steps):
-            gates = acts[t]
-            gates.copy_(state_mm(hiddens[t], add=input_gates[t]))  # the add fused into the GEMM
+            gates = state_mm(hiddens[t], add=input_gates[t])
+            acts.append(gates)
             gates[:, : 3 * C].sigmoid_()
             gates[:, 3 * C :].tanh_()
             c = torch.mul(gates[:, C : 2 * C], cells[t], out=cells[t + 1])
@@ -263,22 +269,25 @@ class _FusedLstmSequence(torch.autograd.Function):
         # would let through, is vanishingly rare.)
         cell_kept = cells[1:].abs() < cell_clip if cell_clip else None
         proj_kept = hiddens[1:].abs() < proj_clip if proj_clip else None
-        ctx.save_for_backward(acts, cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight)
+        # Intermediates may live on ctx; inputs and outputs must be saved.
+        ctx.acts = acts
+        ctx.save_for_backward(cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight)
         return hiddens[1:].clone()
 
     @staticmethod
     def backward(ctx, grad_outputs):
-        acts, cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight = ctx.saved_tensors
-        n_steps, batch_size, four_c = acts.shape
-        C = four_c // 4
-        grad_gates = acts.new_empty(n_steps, batch_size, four_c)
+        cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight = ctx.saved_tensors
+        acts = ctx.acts
+        n_steps, batch_size, C = len(acts), grad_outputs.shape[1], cells.shape[-1]
+        four_c = 4 * C
+        grad_gates = cells.new_empty(n_steps, batch_size, four_c)
         grad_proj_in = grad_outputs.new_empty(n_steps, batch_size, hiddens.shape[-1])
         grad_h = grad_outputs.new_zeros(batch_size, hiddens.shape[-1])
-        grad_c = acts.new_zeros(batch_size, C)
+        grad_c = cells.new_zeros(batch_size, C)
         proj_t_mm, state_t_mm = PackedLinear(proj_weight.t()), PackedLinear(state_weight.t())
         # Masks as floats once, not a bool-to-float promotion on every step.
         proj_kept = proj_kept.to(grad_outputs.dtype) if proj_kept is not None else None
-        cell_kept = cell_kept.to(acts.dtype) if cell_kept is not None else None
+        cell_kept = cell_kept.to(cells.dtype) if cell_kept is not None else None
         for t in range(n_steps - 1, -1, -1):
             gates = acts[t]
             i, f, o, j = gates[:, :C], gates[:, C : 2 * C], gates[:, 2 * C : 3 * C], gates[:, 3 * C :]
@@ -305,7 +314,8 @@ class _FusedLstmSequence(torch.autograd.Function):
         flat_gates = grad_gates.view(n_steps * batch_size, four_c)
         grad_state_weight = torch.mm(hiddens[:-1].reshape(n_steps * batch_size, -1).t(), flat_gates)
         grad_proj_weight = torch.mm(mixed.view(n_steps * batch_size, C).t(), grad_proj_in.view(n_steps * batch_size, -1))
-        return grad_gates, grad_h, grad_c, grad_state_weight, grad_proj_weight, None, None
+        grad_bias = flat_gates.sum(0)
+        return grad_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None
 
 
 def _rows_ending_at(lengths: Optional[Tensor], n_steps: int):
