@@ -138,8 +138,8 @@ def _tiny_lm_and_batch():
 
 
 def test_a_fused_adam_step_reaches_the_packed_inference_kernels():
-    """The fused update leaves version counters alone; train_step bumps them, or
-    evaluation would run the packed copies of the weights before the step."""
+    """The fused update leaves version counters alone; make_optimizer's step hook bumps
+    them, or evaluation would run the packed copies of the weights before the step."""
     lm, batch = _tiny_lm_and_batch()
     optimizer = make_optimizer(load_config(TINY, {"paths.train": "unused"}), lm)
     assert optimizer.param_groups[0]["fused"]

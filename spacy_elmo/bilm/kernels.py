@@ -69,7 +69,8 @@ def weights_version(tensors: Iterable[Tensor]) -> tuple:
     """Changes whenever any of ``tensors`` changes: optimizer steps swap ``.data`` (a new
     pointer); in-place updates, ``use_params`` and ``load_state_dict`` bump the version.
     Torch's fused optimizers do not: after their step, call
-    ``torch.autograd.graph.increment_version`` on the parameters (pretraining does)."""
+    ``torch.autograd.graph.increment_version`` on the parameters (pretraining's
+    ``make_optimizer`` hooks it onto the fused AdamW's step)."""
     return tuple((t.data_ptr(), t._version) for t in tensors)
 
 

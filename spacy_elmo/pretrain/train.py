@@ -145,12 +145,22 @@ def make_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Optimi
         # The fused kernel does the whole update in one pass per tensor (~7x faster on CPU
         # than the per-op loop); the same maths.
         fused = all(p.device.type in FUSED_ADAM_DEVICES and p.dtype in (torch.float32, torch.bfloat16) for p in params)
-        return torch.optim.AdamW(params, lr=t["learn_rate"], weight_decay=t["weight_decay"], fused=fused or None)
+        optimizer = torch.optim.AdamW(params, lr=t["learn_rate"], weight_decay=t["weight_decay"], fused=fused or None)
+        if fused:
+            optimizer.register_step_post_hook(_bump_weight_versions)
+        return optimizer
     if t["optimizer"] == "adagrad":
         # bilm-tf's choice (lr 0.2, initial accumulator 1.0).
         return torch.optim.Adagrad(params, lr=t["learn_rate"], initial_accumulator_value=1.0,
                                    weight_decay=t["weight_decay"])
     return torch.optim.SGD(params, lr=t["learn_rate"], weight_decay=t["weight_decay"])
+
+
+def _bump_weight_versions(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
+    """After a fused step: that kernel updates the weights in place without bumping their
+    version counters, which the biLM's packed inference kernels are keyed on (evaluation
+    would run stale copies)."""
+    increment_version([p for group in optimizer.param_groups for p in group["params"]])
 
 
 def with_step_implementation(saved: Dict[str, Any], optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
@@ -173,11 +183,6 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch, 
     if grad_clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
-    if any(group.get("fused") for group in optimizer.param_groups):
-        # The fused kernel updates the weights in place without bumping their version
-        # counters, which the biLM's packed inference kernels are keyed on (evaluation
-        # would run stale copies).
-        increment_version([p for group in optimizer.param_groups for p in group["params"]])
     return float(forward_nll.detach()), float(backward_nll.detach()), n
 
 
