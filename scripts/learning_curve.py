@@ -15,6 +15,7 @@ sentences, log x, one line per config, error bars = sd over seeds) and
 of CoNLL, CNN + vectors + ELMo >= CNN + vectors + 3 F1).
 """
 import json
+import re
 import statistics
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -67,6 +68,12 @@ def selected_runs(task: str, runs: Optional[str]) -> List[Tuple[str, str, Tuple[
     return [entry for entry in CURVE[task] if entry[0] in names]
 
 
+def subset_files(subsets_dir: Path) -> List[Path]:
+    """SUBSETS_DIR's train_<p>pct.spacy files, smallest p first (a name sort puts 10% before 1%)."""
+    found = [(re.fullmatch(r"train_(\d+(?:\.\d+)?)pct", path.stem), path) for path in subsets_dir.glob("train_*pct.spacy")]
+    return [path for _, path in sorted((float(match.group(1)), path) for match, path in found if match)]
+
+
 @app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run_curve(
     ctx: typer.Context,
@@ -86,7 +93,7 @@ def run_curve(
     if task not in CURVE:
         raise typer.BadParameter(f"TASK must be one of {sorted(CURVE)}, got {task!r}")
     chosen = selected_runs(task, runs)
-    subsets = sorted(subsets_dir.glob("train_*pct.spacy"))
+    subsets = subset_files(subsets_dir)
     if not subsets:
         raise ProjectDataError(f"{subsets_dir}: no train_*pct.spacy (run scripts/subsets.py first)")
     for subset in subsets:

@@ -87,6 +87,16 @@ def test_run_needs_the_subsets_first(tmp_path):
     assert result.exit_code != 0 and "TASK must be one of" in result.output
 
 
+def test_run_trains_the_smallest_subset_first(tmp_path):
+    for percent in ("25", "10", "1", "5", "2.5"):
+        (tmp_path / f"train_{percent}pct.spacy").write_bytes(b"")
+    (tmp_path / "train.spacy").write_bytes(b"")
+    (tmp_path / "train_allpct.spacy").write_bytes(b"")
+    found = [path.name for path in learning_curve.subset_files(tmp_path)]
+    assert found == ["train_1pct.spacy", "train_2.5pct.spacy", "train_5pct.spacy", "train_10pct.spacy",
+                     "train_25pct.spacy"]
+
+
 def test_runs_picks_some_configs_in_curve_order_and_rejects_unknown_names():
     picked = learning_curve.selected_runs("ner", "ner_vectors, ner_cnn")
     assert [run for run, _, _ in picked] == ["ner_cnn", "ner_vectors"]
