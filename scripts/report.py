@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import typer
+from confection import Config
 
 from conll import LABELS as ENTITY_TYPES
 from project_errors import ProjectDataError
 from sentiment import FINE_LABELS as SENTIMENT_LABELS
+from ship import warm_start_provenance
 from spacy_elmo.io import read_jsonl
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -51,7 +53,7 @@ TARGETS = [("ner", "ner_elmo", "ner_cnn", 2.0), ("ner", "ner_elmo", "ner_vectors
 PAPER_CONTEXT = (
     "Peters et al. (2018) report 92.22 F1 on CoNLL-2003 test (biLSTM-CRF + ELMo) and 54.7 accuracy on SST-5 "
     "(BCN + ELMo), with a 93.6M-parameter biLM trained for 10 epochs on the 1B Word Benchmark. Our setup differs: "
-    "a much smaller biLM pretrained for hours on ~8M words on a 2-core CPU; spaCy's transition-based NER and its "
+    "a much smaller biLM (below) pretrained on a 2-core CPU; spaCy's transition-based NER and its "
     "ensemble text classifier (bag of words + attention over the token vectors) instead of biLSTM-CRF and BCN; the sentiment data are the movie-review snippets "
     "SST was built from, with our own seeded split, not SST-5's. The comparison that counts is within this table: "
     "the same task model with and without ELMo."
@@ -157,6 +159,7 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
         lines.append(f"- trained for {last['step']} steps, {last['elapsed'] / 60:.1f} minutes (`pretrain`'s metrics.jsonl)")
         if "tokens" in last:
             lines.append(f"- tokens seen: {last['tokens']:,}")
+        lines += warm_start_lines(bilm_dir, last)
         if dev:
             lines.append(f"- dev perplexity at the end: {dev[-1]['dev_perplexity']:.1f}")
     perplexity_file = bilm_dir / "perplexity.json"
@@ -168,6 +171,29 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
             f"{ppl['predictions_per_direction']:,} predictions per direction)"
         )
     return lines or ["(no pretraining metrics found)"], records
+
+
+def warm_start_lines(bilm_dir: Path, last: Dict[str, Any]) -> List[str]:
+    """What the run's warm start (``paths.init_dir``, via its provenance.json) had already trained,
+    and the pretraining text's size (the corpus report beside ``paths.train``)."""
+    config = bilm_dir / "config.cfg"
+    if not config.is_file():
+        return []
+    config_text = config.read_text(encoding="utf8")
+    lines = []
+    before = warm_start_provenance(config_text)
+    if before is not None and "tokens" in last:
+        earlier = before.get("tokens_seen_total", before.get("tokens_seen")) or 0
+        hours = (before.get("training_seconds_total", before.get("training_seconds")) or 0) / 3600
+        lines.append(f"- warm-started from a biLM that had seen {earlier:,} tokens in {hours:.1f} hours: "
+                     f"{earlier + last['tokens']:,} tokens seen in all, {hours + last['elapsed'] / 3600:.1f} hours")
+    train = Config().from_str(config_text, interpolate=False)["paths"].get("train")
+    corpus_report = Path(train).parent / "report.json" if train else None
+    if corpus_report is not None and corpus_report.is_file():
+        total = json.loads(corpus_report.read_text(encoding="utf8"))["total"]
+        lines.append(f"- pretraining text: {total['train_words']:,} words ({total['train_sentences']:,} sentences), "
+                     f"held out: {total['dev_words']:,} words")
+    return lines
 
 
 def markdown(summary, runs, pretrain_lines, title: str, investigations=None, bilm_dir=None) -> str:

@@ -47,3 +47,20 @@ def test_the_jsonl_readers_drop_a_last_line_cut_by_a_kill(tmp_path):
     (bilm_dir / "metrics.jsonl").write_text(json.dumps(step) + '\n{"step": 40, "lo', encoding="utf8")
     lines, records = pretrain_section(bilm_dir)
     assert records == [step] and "- trained for 20 steps, 2.0 minutes (`pretrain`'s metrics.jsonl)" in lines
+
+
+def test_a_warm_started_biLM_counts_the_tokens_of_every_stretch(tmp_path):
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / "provenance.json").write_text(json.dumps({"tokens_seen_total": 3000, "training_seconds_total": 7200.0}))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    total = {"train_words": 15000, "train_sentences": 700, "dev_words": 80}
+    (corpus / "report.json").write_text(json.dumps({"total": total}))
+    bilm_dir = tmp_path / "bilm"
+    bilm_dir.mkdir()
+    (bilm_dir / "config.cfg").write_text(f'[paths]\ninit_dir = "{earlier}"\ntrain = "{corpus / "train.txt"}"\n')
+    (bilm_dir / "metrics.jsonl").write_text(json.dumps({"step": 20, "loss": 5.0, "elapsed": 1800.0, "tokens": 1000}) + "\n")
+    lines, _ = pretrain_section(bilm_dir)
+    assert "- warm-started from a biLM that had seen 3,000 tokens in 2.0 hours: 4,000 tokens seen in all, 2.5 hours" in lines
+    assert "- pretraining text: 15,000 words (700 sentences), held out: 80 words" in lines
