@@ -24,7 +24,7 @@ from confection import Config
 from conll import LABELS as ENTITY_TYPES
 from project_errors import ProjectDataError
 from sentiment import FINE_LABELS as SENTIMENT_LABELS
-from ship import warm_start_provenance
+from ship import earlier_totals, warm_start_provenance
 from spacy_elmo.io import read_jsonl
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -159,7 +159,10 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
         lines.append(f"- trained for {last['step']} steps, {last['elapsed'] / 60:.1f} minutes (`pretrain`'s metrics.jsonl)")
         if "tokens" in last:
             lines.append(f"- tokens seen: {last['tokens']:,}")
-        lines += warm_start_lines(bilm_dir, last)
+        config = bilm_dir / "config.cfg"
+        if config.is_file():
+            config_text = config.read_text(encoding="utf8")
+            lines += warm_start_lines(config_text, last) + corpus_lines(config_text)
         if dev:
             lines.append(f"- dev perplexity at the end: {dev[-1]['dev_perplexity']:.1f}")
     perplexity_file = bilm_dir / "perplexity.json"
@@ -173,27 +176,26 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
     return lines or ["(no pretraining metrics found)"], records
 
 
-def warm_start_lines(bilm_dir: Path, last: Dict[str, Any]) -> List[str]:
-    """What the run's warm start (``paths.init_dir``, via its provenance.json) had already trained,
-    and the pretraining text's size (the corpus report beside ``paths.train``)."""
-    config = bilm_dir / "config.cfg"
-    if not config.is_file():
-        return []
-    config_text = config.read_text(encoding="utf8")
-    lines = []
+def warm_start_lines(config_text: str, last: Dict[str, Any]) -> List[str]:
+    """What the run's warm start (``paths.init_dir``, via its provenance.json) had already trained."""
     before = warm_start_provenance(config_text)
-    if before is not None and "tokens" in last:
-        earlier = before.get("tokens_seen_total", before.get("tokens_seen")) or 0
-        hours = (before.get("training_seconds_total", before.get("training_seconds")) or 0) / 3600
-        lines.append(f"- warm-started from a biLM that had seen {earlier:,} tokens in {hours:.1f} hours: "
-                     f"{earlier + last['tokens']:,} tokens seen in all, {hours + last['elapsed'] / 3600:.1f} hours")
+    if before is None or "tokens" not in last:
+        return []
+    tokens, seconds = earlier_totals(before)
+    hours = seconds / 3600
+    return [f"- warm-started from a biLM that had seen {tokens:,} tokens in {hours:.1f} hours: "
+            f"{tokens + last['tokens']:,} tokens seen in all, {hours + last['elapsed'] / 3600:.1f} hours"]
+
+
+def corpus_lines(config_text: str) -> List[str]:
+    """The pretraining text's size, from the corpus report beside ``paths.train`` (if there is one)."""
     train = Config().from_str(config_text, interpolate=False)["paths"].get("train")
     corpus_report = Path(train).parent / "report.json" if train else None
-    if corpus_report is not None and corpus_report.is_file():
-        total = json.loads(corpus_report.read_text(encoding="utf8"))["total"]
-        lines.append(f"- pretraining text: {total['train_words']:,} words ({total['train_sentences']:,} sentences), "
-                     f"held out: {total['dev_words']:,} words")
-    return lines
+    if corpus_report is None or not corpus_report.is_file():
+        return []
+    total = json.loads(corpus_report.read_text(encoding="utf8"))["total"]
+    return [f"- pretraining text: {total['train_words']:,} words ({total['train_sentences']:,} sentences), "
+            f"held out: {total['dev_words']:,} words"]
 
 
 def markdown(summary, runs, pretrain_lines, title: str, investigations=None, bilm_dir=None) -> str:

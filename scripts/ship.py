@@ -17,7 +17,7 @@ import bisect
 import json
 import shutil
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import h5py
 import numpy
@@ -63,6 +63,15 @@ def warm_start_provenance(config_text: Optional[str]) -> Optional[dict]:
     return json.loads(path.read_text(encoding="utf8")) if path is not None and path.is_file() else None
 
 
+def earlier_totals(before: Optional[dict]) -> Tuple[int, float]:
+    """Tokens seen and training seconds over every stretch of a warm start's provenance (0 without one);
+    records written before the totals existed give their own stretch's figures."""
+    before = before or {}
+    tokens = before.get("tokens_seen_total", before.get("tokens_seen")) or 0
+    seconds = before.get("training_seconds_total", before.get("training_seconds")) or 0
+    return tokens, seconds
+
+
 def held_out_curve(records: List[dict], earlier_tokens: int) -> List[dict]:
     """Each held-out evaluation of a run: its step, the tokens seen by then over every warm start, the score."""
     tokens_at = {r["step"]: r["tokens"] for r in records if "loss" in r}
@@ -93,20 +102,19 @@ def provenance(bilm_dir: Path, size_mb: float, corpus_report: Optional[Path] = N
     config_text = config.read_text(encoding="utf8") if config.is_file() else None
     before = warm_start_provenance(config_text)
     tokens = train[-1]["tokens"] if train else None
-    earlier = (before or {}).get("tokens_seen_total", (before or {}).get("tokens_seen", 0))
+    earlier, earlier_seconds = earlier_totals(before)
     seconds = train[-1]["elapsed"] if train else None
-    earlier_seconds = (before or {}).get("training_seconds_total", (before or {}).get("training_seconds", 0))
     return {
         "trained_with": "python -m spacy_elmo pretrain (see config.cfg)",
         "config": config_text,
         "steps": train[-1]["step"] if train else None,
         "tokens_seen": tokens,
-        "tokens_seen_total": tokens + (earlier or 0) if tokens is not None else None,
+        "tokens_seen_total": tokens + earlier if tokens is not None else None,
         "training_seconds": seconds,
-        "training_seconds_total": seconds + (earlier_seconds or 0) if seconds is not None else None,
+        "training_seconds_total": seconds + earlier_seconds if seconds is not None else None,
         "perplexity": json.loads(perplexity.read_text()) if perplexity.is_file() else None,
         "held_out_sha256": held_out_sha256(config_text),
-        "held_out_curve": held_out_curve(records, earlier or 0),
+        "held_out_curve": held_out_curve(records, earlier),
         "corpus": json.loads(corpus_report.read_text())["total"] if corpus_report is not None else None,
         "warm_started_from": before,
         "size_mb": round(size_mb, 2),
