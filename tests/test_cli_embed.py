@@ -192,9 +192,10 @@ def test_without_weight_options_the_bundled_biLM_embeds(files):
     result = CliRunner().invoke(app, ["embed", str(text), str(out), "--layers", "top"])
     assert result.exit_code == 0, result.output
     data, _ = read_output(out)
-    expected = ElmoBiLM.from_dir(DEFAULT_BILM_DIR).embed_batch([LINES[0].split()])[0][-1]
+    bundled = ElmoBiLM.from_dir(DEFAULT_BILM_DIR)
+    expected = bundled.embed_batch([LINES[0].split()])[0][-1]
     numpy.testing.assert_allclose(data["0"], expected, atol=1e-5)
-    assert data["0"].shape == (5, 256)
+    assert data["0"].shape == (5, bundled.options.output_dim)
 
 
 @pytest.mark.parametrize("extra,message", [

@@ -156,7 +156,7 @@ def test_elmo_configs_use_the_bundled_biLM_without_weight_paths(corpus, tmp_path
     nlp = spacy.load(tmp_path / "model-last")
     bundled = ElmoOptions.from_file(DEFAULT_BILM_DIR / "options.json")
     assert nlp("Alice liked the film .")._.elmo_layers.shape == (3, 5, bundled.output_dim)
-    assert nlp.get_pipe("elmo").model.get_dim("nO") == bundled.output_dim == 256
+    assert nlp.get_pipe("elmo").model.get_dim("nO") == bundled.output_dim == 512
 
 
 TASK_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg") if not p.name.startswith("pretrain_"))

@@ -29,7 +29,7 @@ def test_add_pipe_without_config_uses_the_default():
     nlp.add_pipe("elmo")
     doc = nlp("The bank raised interest rates on Monday .")
     expected = ElmoBiLM.from_dir(DEFAULT_BILM_DIR).embed_batch([[t.text for t in doc]])[0]
-    assert doc._.elmo_layers.shape == expected.shape == (3, len(doc), 256)
+    assert doc._.elmo_layers.shape == expected.shape == (3, len(doc), 512)
     numpy.testing.assert_allclose(doc._.elmo_layers, expected, atol=1e-5)
     assert numpy.isfinite(doc._.elmo_layers).all()
 
@@ -61,7 +61,7 @@ def test_default_bilm_vectors_do_not_depend_on_the_batch_within_1e_4():
     reordered = bilm.embed_batch(BATCH_SENTENCES[::-1])[::-1]
     for sentence, a, b in zip(BATCH_SENTENCES, together, reordered):
         alone = bilm.embed_batch([sentence])[0]
-        assert a.shape == alone.shape == (3, len(sentence), 256)
+        assert a.shape == alone.shape == (3, len(sentence), 512)
         numpy.testing.assert_allclose(a, alone, atol=1e-4, rtol=0)
         numpy.testing.assert_allclose(b, alone, atol=1e-4, rtol=0)
     assert max(float(numpy.abs(a).max()) for a in together) > 1.0  # real magnitudes, not a vacuous bound
