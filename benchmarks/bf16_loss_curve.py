@@ -16,7 +16,6 @@ slower, and ``pretrain`` warns. Runs that finished are reused from ``--out``
 (delete the folder to start over).
 """
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -24,11 +23,12 @@ from pathlib import Path
 from typing import Dict, List
 
 from machine import cpu_model
+from spacy_elmo.io import read_jsonl
 
 
 def run_pretrain(args, precision: str, seed: int) -> Path:
     out = args.out / f"{precision}_seed{seed}"
-    if not any(r.get("step") == args.steps and "dev_perplexity" in r for r in read_metrics(out)):
+    if not any(r.get("step") == args.steps and "dev_perplexity" in r for r in read_jsonl(out / "metrics.jsonl")):
         cmd = [sys.executable, "-m", "spacy_elmo", "pretrain", str(args.config), str(out),
                "--paths.train", str(args.train), "--paths.dev", str(args.dev),
                "--training.max_steps", str(args.steps), "--training.eval_every_steps", str(args.eval_every),
@@ -39,16 +39,9 @@ def run_pretrain(args, precision: str, seed: int) -> Path:
     return out
 
 
-def read_metrics(out: Path) -> List[dict]:
-    path = out / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf8").splitlines() if line.strip()]
-
-
 def curves(out: Path, window: int) -> Dict[str, Dict[int, float]]:
     """Held-out perplexity by step, and the mean training loss of each window of steps (keyed by its end)."""
-    records = read_metrics(out)
+    records = read_jsonl(out / "metrics.jsonl")
     dev = {r["step"]: r["dev_perplexity"] for r in records if "dev_perplexity" in r}
     losses: Dict[int, List[float]] = {}
     for r in records:
