@@ -35,7 +35,9 @@ def run_pretrain(args, precision: str, seed: int) -> Path:
                "--training.log_every_steps", "10", "--training.precision", precision,
                "--system.seed", str(seed), "--no-progress"]
         print(f"running {precision}, seed {seed}: {' '.join(cmd[3:])}", flush=True)
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        code = subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode
+        if code != 0:  # pretrain's own message (a missing file, a bad option) is on stderr above
+            sys.exit(f"error: pretrain exited with {code} for {precision}, seed {seed} (output {out})")
     return out
 
 
