@@ -9,8 +9,9 @@ Random-weight models of the published sizes. Prints the CPU, then:
    fp32's fraction of the ceiling and int8's speed-up over fp32 (each repeat
    times the ceiling, fp32 and int8 in turn; medians over ``--repeats``);
    int8's deviation from fp32 per layer (max abs, mean cosine over tokens).
-2. The type cache: a stream of distinct sentences (``--text``, by default the
-   held-out pretraining text when the project built it, else the fixture),
+2. The type cache: a stream of distinct sentences (``--text``: one tokenised
+   sentence per line, or a .spacy file's sentences; by default the held-out
+   pretraining text when the project built it, else the fixture),
    batches of 32, fp32, cache off vs on (cold at the start of each pass), on
    the small size by default (``--cache-sizes``): tokens/s, speed-up and hit rate.
 
@@ -56,6 +57,14 @@ def benchmark_sentences(n_sentences: int, n_tokens: int):
 
 
 def stream_sentences(path: Path, n_sentences: int):
+    """A text file (one tokenised sentence per line) or a .spacy file (its docs' sentences)."""
+    if path.is_file() and path.suffix == ".spacy":
+        import spacy
+        from spacy.tokens import DocBin
+
+        docs = DocBin().from_disk(path).get_docs(spacy.blank("en").vocab)
+        sentences = [[token.text for token in sent] for doc in docs for sent in doc.sents]
+        return sentences[:n_sentences], str(path)
     if path.is_file():
         lines = [line.split() for line in path.read_text(encoding="utf8").splitlines() if line.strip()]
         return lines[:n_sentences], str(path)
@@ -157,7 +166,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=25)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--text", type=Path, default=HELD_OUT_TEXT, help="the type cache's stream of sentences")
+    parser.add_argument("--text", type=Path, default=HELD_OUT_TEXT, help="the type cache's stream of sentences: one tokenised sentence per line, or a .spacy file")
     parser.add_argument("--stream-sentences", type=int, default=640)
     parser.add_argument("--cache-sizes", nargs="*", default=["small"],
                         help="sizes the type cache is measured on (none: skip it)")

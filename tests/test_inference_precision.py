@@ -30,6 +30,17 @@ def test_packed_linear_is_x_times_weight_plus_bias_plus_add(packed, with_bias, w
     assert 0 < float((quantized - expected).abs().max()) < 0.05 * float(expected.abs().max())
 
 
+
+def test_int8_products_do_not_saturate_on_this_cpu():
+    """Activations near the top of their range times weights at +127: pairs of u8*s8
+    products sum past 16 bits, where AVX2's kernels saturate unless activations use 7 bits."""
+    weight = torch.ones(256, 64)
+    x = torch.full((8, 256), 0.999)
+    x[:, 0] = -0.001  # the range's low end near 0: quantized activations land near 255
+    expected = x @ weight
+    quantized = PackedLinear(weight, None, "int8")(x)
+    assert float((quantized - expected).abs().max()) < 0.01 * float(expected.abs().max())
+
 def test_unknown_precision_is_refused():
     with pytest.raises(ElmoError, match="precision must be one of"):
         PackedLinear(torch.randn(3, 3), precision="int4")

@@ -12,7 +12,7 @@
 * plain ``torch.addmm`` (GPU, half precision, neither library, or ``packed=False``);
 * int8 (``precision="int8"``): the weight quantized per output channel,
   activations quantized dynamically per call (fbgemm/oneDNN through
-  ``quantized.linear_dynamic``), fp32 in and out.
+  ``quantized.linear_dynamic``; 8 bits with AVX-512 VNNI, else 7), fp32 in and out.
 
 Packed copies are opaque tensors: they are rebuilt (never pickled or copied)
 and only used without autograd.
@@ -31,6 +31,10 @@ PRECISIONS = ("fp32", "int8")
 PACK_BATCH_HINT = 64
 # False inside ``unpacked()``.
 _packing = True
+# int8 activations use 7 bits where the GEMM sums pairs of u8*s8 products in 16 bits
+# (AVX2's vpmaddubsw saturates at 2 * 255 * 127); with AVX-512 VNNI (vpdpbusd sums
+# into 32 bits) all 8 bits are safe and halve the activations' rounding error.
+INT8_REDUCE_RANGE = not (hasattr(torch.cpu, "_is_vnni_supported") and torch.cpu._is_vnni_supported())
 
 
 @contextmanager
@@ -106,8 +110,7 @@ class PackedLinear:
             # falls back to an unpacked linear().
             out = torch.ops.mkl._mkl_linear(inputs, self.packed, self.transposed, self.bias, inputs.shape[0])
         elif self.kind == "int8":
-            # reduce_range: 7-bit activations, so AVX2's 16-bit pair sums cannot saturate.
-            out = torch.ops.quantized.linear_dynamic(inputs, self.packed, True)
+            out = torch.ops.quantized.linear_dynamic(inputs, self.packed, INT8_REDUCE_RANGE)
         else:
             out = torch.addmm(self.bias, inputs, self.weight) if self.bias is not None else inputs @ self.weight
         return out.add_(add) if add is not None else out
