@@ -19,6 +19,9 @@ from machine import header
 
 def score(pipeline: Path, data: Path, precision: str, gold_preproc: bool):
     nlp = spacy.load(pipeline, config={"components": {"elmo": {"precision": precision}}})
+    running = nlp.get_pipe("elmo").model.attrs["precision"]
+    if running != precision:  # else the comparison would be fp32 against itself
+        raise SystemExit(f"error: {pipeline} was loaded to run at {precision} but runs at {running}")
     examples = list(Corpus(data, gold_preproc=gold_preproc)(nlp))
     start = time.perf_counter()
     scores = nlp.evaluate(examples)

@@ -135,6 +135,25 @@ def test_the_component_runs_int8_and_keeps_it_after_saving(tmp_path, weight_file
     numpy.testing.assert_allclose(loaded(text)._.elmo_layers, quantized, atol=1e-6)
 
 
+
+@pytest.mark.parametrize("saved,loaded_as", [("fp32", "int8"), ("int8", "fp32")])
+def test_a_saved_pipeline_runs_at_the_precision_it_is_loaded_with(tmp_path, weight_files, saved, loaded_as):
+    """The README's switch: spacy.load(path, config=...) must win over the saved setting."""
+    text = "The cat sat on the mat ."
+    expected = make_nlp(weight_files, precision=loaded_as)(text)._.elmo_layers
+    make_nlp(weight_files, precision=saved).to_disk(tmp_path / "pipeline")
+    nlp = spacy.load(tmp_path / "pipeline", config={"components": {"elmo": {"precision": loaded_as}}})
+    assert nlp.get_pipe("elmo").cfg["precision"] == loaded_as
+    numpy.testing.assert_allclose(nlp(text)._.elmo_layers, expected, atol=1e-6)
+    assert spacy.load(tmp_path / "pipeline").get_pipe("elmo").cfg["precision"] == saved
+
+
+def test_a_saved_pipeline_keeps_the_cache_size_it_is_loaded_with(tmp_path, weight_files):
+    make_nlp(weight_files, cache_size_mb=64).to_disk(tmp_path / "pipeline")
+    nlp = spacy.load(tmp_path / "pipeline", config={"components": {"elmo": {"cache_size_mb": 0}}})
+    assert nlp.get_pipe("elmo").cfg["cache_size_mb"] == 0
+    assert nlp.get_pipe("elmo").model.attrs["cache"].max_bytes == 0
+
 def test_the_component_refuses_an_unknown_precision_and_int8_fine_tuning(weight_files):
     with pytest.raises(ElmoError, match="elmo precision must be one of"):
         make_nlp(weight_files, precision="int4")

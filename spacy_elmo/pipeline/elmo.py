@@ -195,16 +195,29 @@ class ElmoComponent(TrainablePipe):
                     self.add_listener(node, component.name)
 
     def from_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
+        settings = dict(self.cfg)
         try:
-            return super().from_disk(path, exclude=exclude)
+            super().from_disk(path, exclude=exclude)
         except ValueError as err:  # our ElmoError, or a damaged msgpack file
             raise ElmoWeightsError(f"component '{self.name}': cannot load {Path(path) / 'model'}: {err}") from None
+        return self._keep_settings(settings)
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
+        settings = dict(self.cfg)
         try:
-            return super().from_bytes(bytes_data, exclude=exclude)
+            super().from_bytes(bytes_data, exclude=exclude)
         except ValueError as err:
             raise ElmoWeightsError(f"component '{self.name}': cannot load its model from bytes: {err}") from None
+        return self._keep_settings(settings)
+
+    def _keep_settings(self, settings: Dict[str, Any]) -> "ElmoComponent":
+        """Loading restores the saved cfg and model attrs; the config this pipe was built
+        from wins (``spacy.load(path, config=...)``): every setting is a runtime choice,
+        none is learned. Unchanged settings are the saved ones anyway."""
+        self.cfg.update(settings)
+        set_cache_size(self.model, settings["cache_size_mb"])
+        set_precision(self.model, settings["precision"])
+        return self
 
     @property
     def trains_bilm(self) -> bool:
