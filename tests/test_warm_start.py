@@ -273,7 +273,8 @@ def test_killed_run_resumes_losing_at_most_one_checkpoint_interval(tmp_path, tex
         process.wait()
     last_logged = max(r["step"] for r in read_jsonl(out / "metrics.jsonl") if "loss" in r)
     saved = load_checkpoint(out / "checkpoint.pt")["step"]
-    assert 0 < last_logged - saved <= interval, (last_logged, saved)
+    # 0 when the kill lands between a checkpoint and the next step's log line.
+    assert 0 <= last_logged - saved <= interval, (last_logged, saved)
     resumed = subprocess.run(command(saved + 2), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming from step {saved}" in resumed.stderr
