@@ -1,7 +1,7 @@
 """Every error spacy-elmo raises for bad files, options and inputs.
 
 Each subclasses ``ValueError`` (through ``ElmoError``; the not-found one also
-``FileNotFoundError``), so callers that already catch those keep working;
+``FileNotFoundError``, the wrong-input one also ``TypeError``), so callers that already catch those keep working;
 every message names the file and the option or dataset at fault.
 """
 
@@ -20,6 +20,10 @@ class ElmoWeightsError(ElmoError):
 
 class ElmoFileNotFoundError(ElmoError, FileNotFoundError):
     """A file the user named does not exist."""
+
+
+class ElmoInputError(ElmoError, TypeError):
+    """Sentences given to the biLM that are not lists of token strings."""
 
 
 class ElmoNoWeightsError(ElmoError):

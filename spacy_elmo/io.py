@@ -87,6 +87,17 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def arrays_sha256(arrays: Dict[str, Any], header: Any = None) -> str:
+    """sha256 of named arrays (each name, dtype, shape and C-order bytes, in name order)
+    and a JSON-able ``header``: the checksum a saved biLM carries."""
+    digest = hashlib.sha256(json.dumps(header, sort_keys=True).encode("utf8"))
+    for name in sorted(arrays):
+        array = arrays[name]
+        digest.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode("utf8"))
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
 def read_jsonl(path: Path) -> List[Dict[str, Any]]:
     """The records of a JSONL file (none if it is missing), up to the first line a
     kill cut short: that line and everything after it are dropped, not an error."""

@@ -114,6 +114,22 @@ def test_empty_inputs():
     assert out[1].shape == (3, 1, 16)
 
 
+@pytest.mark.parametrize(
+    "sentences,message",
+    [
+        (["a sentence"], r"sentence 0 is a str \('a sentence'\), not a list of tokens: split it first, e.g. \['a', 'sentence'\]"),
+        ("a sentence", "takes a list of sentences .* got one str"),
+        ([["ok"], [1, 2]], "sentence 1, token 0 is int 1: tokens must be str"),
+        ([["ok", None]], "sentence 0, token 1 is NoneType None: tokens must be str"),
+    ],
+)
+def test_sentences_that_are_not_token_lists_are_refused(sentences, message):
+    from spacy_elmo.errors import ElmoInputError
+
+    with pytest.raises(ElmoInputError, match=message):
+        tiny_bilm().embed_batch(sentences)
+
+
 def test_stateful_rows_follow_the_reference_rules():
     """Row r of a batch starts from row r's final state of the previous batch;
     new rows start at zero; a smaller batch leaves the other rows' states alone."""

@@ -312,3 +312,69 @@ def test_int8_embeds_close_to_fp32(files):
     assert numpy.abs(a - b).max() > 1e-4  # int8 really ran
     cosine = (a * b).sum(-1) / (numpy.linalg.norm(a, axis=-1) * numpy.linalg.norm(b, axis=-1))
     assert cosine.min() > 0.98 and cosine.mean() > 0.995  # and stayed close (random tiny weights)
+
+
+def test_stateful_run_killed_between_state_and_progress_resumes_to_the_same_output(files, monkeypatch):
+    """The kill lands after a checkpoint's state file is written but before its progress
+    file: the resumed run must take the state the last progress file vouches for."""
+    tmp, options, weights, text = files
+    reference, _ = read_output_after(run_embed, files, "full.hdf5", "--stateful", "--batch-size", "2")
+    monkeypatch.setattr(embed_module, "CHECKPOINT_SECONDS", 0.0)
+    original = embed_module.write_json_atomic
+    calls = {"n": 0}
+
+    def killed_at_second_progress(path, data):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        original(path, data)
+
+    monkeypatch.setattr(embed_module, "write_json_atomic", killed_at_second_progress)
+    out = tmp / "resumed.hdf5"
+    bilm = ElmoBiLM.from_files(options, weights)
+    with pytest.raises(KeyboardInterrupt):
+        embed_module.embed_file(text, out, bilm, batch_size=2, stateful=True, progress=False)
+    assert json.loads(out.with_name("resumed.hdf5.progress.json").read_text())["done_batches"] == 1
+    monkeypatch.setattr(embed_module, "write_json_atomic", original)
+    embed_module.embed_file(text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=True, progress=False)
+    data, _ = read_output(out)
+    assert sorted(data) == sorted(reference)
+    for key in reference:
+        numpy.testing.assert_array_equal(data[key], reference[key])
+    assert not list(tmp.glob("resumed.hdf5.*"))  # no state, progress or partial file left
+
+
+def test_the_output_is_on_disk_before_the_progress_file_vouches_for_it(files, monkeypatch):
+    tmp, options, weights, text = files
+    events = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        events.append(("fsync", os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))))
+        real_fsync(fd)
+
+    original = embed_module.write_json_atomic
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    monkeypatch.setattr(embed_module, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(embed_module, "write_json_atomic", lambda p, d: events.append(("progress", d["done_batches"])) or original(p, d))
+    embed_module.embed_file(text, tmp / "o.hdf5", ElmoBiLM.from_files(options, weights), batch_size=3, stateful=True, progress=False)
+    progress_at = [k for k, event in enumerate(events) if event[0] == "progress"]
+    assert [events[k][1] for k in progress_at] == [1, 2, 3]
+    for k in progress_at:
+        before = [name for kind, name in events[:k] if kind == "fsync"]
+        batches = events[k][1]
+        # Since the previous progress file: the HDF5 output, then this checkpoint's state file, both synced.
+        assert before[-2] == "o.hdf5.partial" and before[-1].startswith(f".o.hdf5.state-{batches}.npz.tmp")
+
+
+def test_an_existing_output_is_not_replaced_without_overwrite(files, monkeypatch):
+    tmp, options, weights, text = files
+    out = tmp / "kept.hdf5"
+    out.write_bytes(b"someone else's file")
+    result = run_embed(options, weights, text, out)
+    assert result.exit_code == 1 and "already exists: give --overwrite" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and out.read_bytes() == b"someone else's file"
+    assert run_embed(options, weights, text, out, "--overwrite").exit_code == 0
+    data, _ = read_output(out)
+    assert len(data) == len(LINES)
+    assert run_embed(options, weights, text, out).exit_code == 1  # a finished run is not redone either

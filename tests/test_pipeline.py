@@ -315,3 +315,168 @@ def test_fine_tuning_a_windowed_doc_sees_the_same_vectors_and_backpropagates(wei
     backprop([model.ops.xp.ones_like(trained[0])])
     grad = get_bilm(model).char_encoder.proj_weight.grad
     assert grad is not None and float(grad.abs().sum()) > 0
+
+
+def _edit_saved_model(path, edit) -> None:
+    """Rewrite a saved pipeline's elmo/model msgpack through ``edit(msg, bilm_msg)``."""
+    import srsly
+
+    model_file = path / "elmo" / "model"
+    msg = srsly.msgpack_loads(model_file.read_bytes())
+    shims = msg["shims"]
+    index = next(i for i, node in enumerate(shims) if node)
+    shim_msg = srsly.msgpack_loads(shims[index][0])  # thinc's PyTorchShim: {"config", "state"}
+    bilm_msg = srsly.msgpack_loads(shim_msg["state"])
+    edit(msg, bilm_msg)
+    shim_msg["state"] = srsly.msgpack_dumps(bilm_msg)
+    shims[index][0] = srsly.msgpack_dumps(shim_msg)
+    model_file.write_bytes(srsly.msgpack_dumps(msg))
+
+
+def _weights_loaded_attr_lost(msg, bilm_msg):
+    for attrs in msg["attrs"]:
+        attrs.pop("weights_loaded", None)
+
+
+def _bilm_dropped(msg, bilm_msg):
+    _weights_loaded_attr_lost(msg, bilm_msg)
+    bilm_msg.clear()
+    bilm_msg.update({"options": None, "arrays": {}})
+
+
+@pytest.fixture
+def saved_on_the_bundled_biLM(tmp_path, monkeypatch, reference):
+    """A pipeline saved on the bundled biLM, which is then replaced by another one: a
+    saved pipeline must run its own biLM, never whatever is bundled now."""
+    import spacy_elmo.loaders as loaders
+
+    bundled = tmp_path / "bundled"
+    reference.to_files(bundled / "options.json", bundled / "weights.hdf5")
+    monkeypatch.setattr(loaders, "DEFAULT_BILM_DIR", bundled)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")
+    before = nlp(TEXTS[1])._.elmo_layers
+    nlp.to_disk(tmp_path / "pipeline")
+    other = tmp_path / "other"
+    tiny_bilm(seed=77).to_files(other / "options.json", other / "weights.hdf5")
+    monkeypatch.setattr(loaders, "DEFAULT_BILM_DIR", other)
+    return tmp_path / "pipeline", before
+
+
+def test_a_saved_pipeline_runs_its_own_biLM_even_if_its_attrs_are_lost(saved_on_the_bundled_biLM):
+    path, before = saved_on_the_bundled_biLM
+    _edit_saved_model(path, _weights_loaded_attr_lost)
+    numpy.testing.assert_allclose(spacy.load(path)(TEXTS[1])._.elmo_layers, before, atol=1e-6, rtol=0)
+
+
+def test_a_saved_pipeline_without_its_biLM_is_refused_not_run_on_the_bundled_one(saved_on_the_bundled_biLM):
+    from spacy_elmo.errors import ElmoWeightsError
+
+    path, _ = saved_on_the_bundled_biLM
+    _edit_saved_model(path, _bilm_dropped)
+    with pytest.raises(ElmoWeightsError, match=r"component 'elmo': cannot load .*elmo/model: it holds no biLM"):
+        spacy.load(path)
+
+
+def test_saving_a_pipe_before_first_use_saves_the_biLM_it_would_run(saved_on_the_bundled_biLM, tmp_path, reference):
+    import spacy_elmo.loaders as loaders
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo")  # no weights loaded yet: saving loads the (now other) bundled biLM
+    nlp.to_disk(tmp_path / "unused")
+    loaded = spacy.load(tmp_path / "unused")
+    bundled_now = loaders.load_bilm(bilm_dir=loaders.DEFAULT_BILM_DIR)
+    doc = loaded(TEXTS[2])
+    numpy.testing.assert_allclose(doc._.elmo_layers, bundled_now.embed_batch([[t.text for t in doc]])[0], atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["model", "cfg"])
+def test_a_missing_saved_file_is_named(saved_on_the_bundled_biLM, name):
+    from spacy_elmo.errors import ElmoFileNotFoundError
+
+    path, _ = saved_on_the_bundled_biLM
+    (path / "elmo" / name).unlink()
+    with pytest.raises(ElmoFileNotFoundError, match=rf"component 'elmo': saved file not found: .*elmo/{name}$"):
+        spacy.load(path)
+
+
+@pytest.mark.parametrize("content,message", [("{not json", "not valid JSON"), ("[1, 2]", "expected a JSON object")])
+def test_a_damaged_saved_cfg_is_named(saved_on_the_bundled_biLM, content, message):
+    from spacy_elmo.errors import ElmoWeightsError
+
+    path, _ = saved_on_the_bundled_biLM
+    (path / "elmo" / "cfg").write_text(content)
+    with pytest.raises(ElmoWeightsError, match=rf"component 'elmo': cannot load .*elmo/cfg: {message}"):
+        spacy.load(path)
+
+
+def test_load_time_settings_apply_over_the_saved_ones(tmp_path, weight_files):
+    from spacy_elmo.layers.bilm_model import get_bilm
+
+    nlp = make_nlp(weight_files)
+    nlp(TEXTS[0])
+    nlp.to_disk(tmp_path / "pipeline")
+    overrides = {"model": {"max_segment_length": 8}, "cache_size_mb": 0, "precision": "int8", "store": "mix"}
+    loaded = spacy.load(tmp_path / "pipeline", config={"components": {"elmo": overrides}})
+    elmo = loaded.get_pipe("elmo")
+    assert elmo.model.attrs["max_segment_length"] == 8
+    assert elmo.model.attrs["cache"].max_bytes == 0
+    assert elmo.model.attrs["precision"] == "int8" and elmo.cfg["precision"] == "int8"
+    assert elmo.cfg["store"] == "mix"
+    assert get_bilm(elmo.model) is not None
+    unchanged = spacy.load(tmp_path / "pipeline").get_pipe("elmo")
+    assert unchanged.model.attrs["max_segment_length"] == 256 and unchanged.cfg["precision"] == "fp32"
+
+
+def _nan_in_an_array(msg, bilm_msg):
+    name = sorted(bilm_msg["arrays"])[0]
+    array = numpy.array(bilm_msg["arrays"][name])
+    array.flat[0] = numpy.nan
+    bilm_msg["arrays"][name] = array
+    bilm_msg.pop("sha256")  # as if saved before the checksum: the values are still checked
+
+
+def _int_array(msg, bilm_msg):
+    name = "char_encoder.proj_bias"
+    bilm_msg["arrays"][name] = numpy.array(bilm_msg["arrays"][name]).astype(numpy.int32)
+    bilm_msg.pop("sha256")
+
+
+def _wrong_shape(msg, bilm_msg):
+    name = "char_encoder.proj_bias"
+    bilm_msg["arrays"][name] = numpy.zeros((3,), dtype=numpy.float32)
+    bilm_msg.pop("sha256")
+
+
+def _not_an_array(msg, bilm_msg):
+    bilm_msg["arrays"]["char_encoder.proj_bias"] = "text"
+    bilm_msg.pop("sha256")
+
+
+def _flipped_byte(msg, bilm_msg):
+    name = "char_encoder.proj_bias"
+    raw = bytearray(numpy.array(bilm_msg["arrays"][name]).tobytes())
+    raw[1] ^= 0x10
+    bilm_msg["arrays"][name] = numpy.frombuffer(bytes(raw), dtype=bilm_msg["arrays"][name].dtype)
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (_nan_in_an_array, r"array '.*' contains NaN or infinite values"),
+        (_int_array, r"array 'char_encoder.proj_bias' has dtype int32, expected floats"),
+        (_wrong_shape, r"array 'char_encoder.proj_bias' has shape \(3,\) but its options need \(8,\)"),
+        (_not_an_array, r"array 'char_encoder.proj_bias' is a str, not an array of floats"),
+        (_flipped_byte, r"fails its sha256 check"),
+    ],
+)
+def test_damaged_saved_weights_are_refused_naming_the_file(tmp_path, weight_files, edit, message):
+    from spacy_elmo.errors import ElmoWeightsError
+
+    nlp = make_nlp(weight_files)
+    nlp(TEXTS[0])
+    nlp.to_disk(tmp_path / "pipeline")
+    _edit_saved_model(tmp_path / "pipeline", edit)
+    with pytest.raises(ElmoWeightsError, match=rf"^component 'elmo': cannot load .*elmo/model: the saved biLM.*{message}") as info:
+        spacy.load(tmp_path / "pipeline")
+    assert "\n" not in str(info.value)

@@ -104,7 +104,9 @@ def test_unparsable_options(saved):
         (lambda d: d["char_cnn"].update(activation="gelu"), "option 'char_cnn.activation' must be one of"),
         (lambda d: d["char_cnn"].update(n_characters=300), "option 'char_cnn.n_characters' must be 261"),
         (lambda d: d["char_cnn"].update(filters=[[1]]), "option 'char_cnn.filters' must be a list of"),
-        (lambda d: d["lstm"].update(cell_clip=-1), "option 'lstm.cell_clip' must be a number >= 0"),
+        (lambda d: d["lstm"].update(cell_clip=-1), "option 'lstm.cell_clip' must be a finite number >= 0"),
+        (lambda d: d["lstm"].update(cell_clip=float("nan")), r"option 'lstm.cell_clip' must be .*got nan"),
+        (lambda d: d["lstm"].update(proj_clip=float("inf")), r"option 'lstm.proj_clip' must be .*got inf"),
     ],
 )
 def test_invalid_options_name_the_option(saved, edit, message):

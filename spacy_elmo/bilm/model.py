@@ -11,7 +11,7 @@ from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
 from .kernels import check_precision, int8_available
 from .lstm import BiLstm, State
-from ..errors import ElmoError, ElmoFileNotFoundError
+from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
 from .options import ElmoOptions
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
 from .weights import lstm_prefix, read_weights, write_weights
@@ -257,7 +257,7 @@ class ElmoBiLM(nn.Module):
         the list is run as ONE batch whose rows carry state from the previous
         stateful call (the reference implementations' behaviour), unwindowed.
         """
-        sentences = [list(s) for s in sentences]
+        sentences = _token_lists(sentences)
         if max_length is not None and not stateful:
             return self._embed_windowed(sentences, max_length)
         return self._embed(sentences, stateful)
@@ -328,3 +328,23 @@ def length_batches(lengths: Sequence[int]) -> List[List[int]]:
     if current:
         groups.append(current)
     return groups
+
+
+def _token_lists(sentences: Sequence[Sequence[str]]) -> List[List[str]]:
+    """The sentences as lists of str tokens; a str sentence (whose characters would
+    pass for tokens) or a non-str token is refused."""
+    if isinstance(sentences, str):
+        raise ElmoInputError("embed_batch takes a list of sentences (each a list of token strings), got one str")
+    result = []
+    for i, sentence in enumerate(sentences):
+        if isinstance(sentence, str):
+            raise ElmoInputError(
+                f"embed_batch: sentence {i} is a str ({sentence[:40]!r}), not a list of tokens: "
+                f"split it first, e.g. {sentence.split()[:4]!r}"
+            )
+        tokens = list(sentence)
+        for j, token in enumerate(tokens):
+            if not isinstance(token, str):
+                raise ElmoInputError(f"embed_batch: sentence {i}, token {j} is {type(token).__name__} {token!r}: tokens must be str")
+        result.append(tokens)
+    return result

@@ -1,6 +1,7 @@
 """The biLM hyper-parameters, read from and written to bilm-tf's options.json."""
 import copy
 import json
+import math
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
@@ -152,8 +153,9 @@ class ElmoOptions:
             self._fail(key("n_characters"), f"must be 261 (training files) or 262 (inference files), got {self.n_characters!r}")
         for name in ("cell_clip", "proj_clip"):
             clip = getattr(self, name)
-            if not isinstance(clip, (int, float)) or isinstance(clip, bool) or clip < 0:
-                self._fail(key(name), f"must be a number >= 0 (0 = no clipping), got {clip!r}")
+            # NaN passes every comparison, so finiteness is checked by name (JSON allows NaN, Infinity).
+            if not isinstance(clip, (int, float)) or isinstance(clip, bool) or not math.isfinite(clip) or clip < 0:
+                self._fail(key(name), f"must be a finite number >= 0 (0 = no clipping), got {clip!r}")
         if not isinstance(self.use_skip_connections, bool):
             self._fail(key("use_skip_connections"), f"must be true or false, got {self.use_skip_connections!r}")
 

@@ -4,7 +4,7 @@ Only datasets are read (plain float arrays): a weight file cannot run code.
 """
 import re
 from pathlib import Path
-from typing import Dict, Tuple, Union
+from typing import Any, Dict, Tuple, Union
 
 import h5py
 import numpy
@@ -75,24 +75,29 @@ def read_weights(options: ElmoOptions, weight_file: Union[str, Path]) -> Dict[st
             for name, (shape, why) in expected.items():
                 if name not in f or not isinstance(f[name], h5py.Dataset):
                     raise ElmoWeightsError(f"{path}: dataset '{name}' is missing (needed by {options.source}: {why})")
-                dataset = f[name]
-                if tuple(dataset.shape) != shape:
-                    raise ElmoWeightsError(
-                        f"{path}: dataset '{name}' has shape {tuple(dataset.shape)} but "
-                        f"{options.source} needs {shape} ({why})"
-                    )
-                if dataset.dtype.kind != "f":
-                    raise ElmoWeightsError(f"{path}: dataset '{name}' has dtype {dataset.dtype}, expected floats")
-                try:
-                    array = numpy.asarray(dataset[...], dtype=numpy.float32)
-                except OSError as err:
-                    raise ElmoWeightsError(f"{path}: dataset '{name}' cannot be read (truncated file?): {err}") from None
-                if not numpy.isfinite(array).all():
-                    raise ElmoWeightsError(f"{path}: dataset '{name}' contains NaN or infinite values")
-                arrays[name] = array
+                arrays[name] = checked_array(f[name], f"{path}: dataset '{name}'", shape, f"{options.source} needs", why)
     except OSError as err:  # h5py's errors for a damaged file
         raise ElmoWeightsError(f"{path}: cannot read the HDF5 file (truncated or damaged?): {err}") from None
     return arrays
+
+
+def checked_array(value: Any, what: str, shape: Shape, needs: str, why: str = "") -> numpy.ndarray:
+    """``value`` (an HDF5 dataset or an array) read as float32, once its shape, dtype
+    and values are checked: every weight a biLM loads passes here. The shape and dtype
+    are checked before anything is read."""
+    if not (hasattr(value, "shape") and isinstance(getattr(value, "dtype", None), numpy.dtype)):
+        raise ElmoWeightsError(f"{what} is a {type(value).__name__}, not an array of floats")
+    if tuple(value.shape) != shape:
+        raise ElmoWeightsError(f"{what} has shape {tuple(value.shape)} but {needs} {shape}" + (f" ({why})" if why else ""))
+    if value.dtype.kind != "f":
+        raise ElmoWeightsError(f"{what} has dtype {value.dtype}, expected floats")
+    try:
+        array = numpy.asarray(value[...], dtype=numpy.float32)
+    except OSError as err:
+        raise ElmoWeightsError(f"{what} cannot be read (truncated file?): {err}") from None
+    if not numpy.isfinite(array).all():
+        raise ElmoWeightsError(f"{what} contains NaN or infinite values")
+    return array
 
 
 def _check_no_unexpected(found, expected, options: ElmoOptions, path: Path) -> None:

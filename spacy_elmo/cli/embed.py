@@ -13,6 +13,7 @@ part (``OUTPUT.part-R-of-N``); process 0 then merges the parts into OUTPUT,
 whose datasets equal a single process's byte for byte (same batches, same
 threads per process).
 """
+import glob
 import json
 import os
 import sys
@@ -30,7 +31,7 @@ from ..bilm.kernels import check_precision
 from ..bilm.device import resolve_device
 from ..loaders import default_bilm_dir, load_bilm
 from ..errors import ElmoError, EmbedInputError
-from ..io import file_sha256, iter_utf8_lines, require_writable_path, write_json_atomic
+from ..io import atomic_path, file_sha256, iter_utf8_lines, require_writable_path, write_json_atomic
 from . import app
 
 LAYER_CHOICES = ("all", "top", "average")
@@ -116,7 +117,7 @@ def part_path(output_file: Path, rank: int, world: int) -> Path:
     return output_file.with_name(f"{output_file.name}.part-{rank}-of-{world}")
 
 
-def resume_point(partial: Path, progress_file: Path, state_file: Path, run_id: Dict) -> int:
+def resume_point(partial: Path, progress_file: Path, run_id: Dict) -> int:
     """How many batches an earlier run of the same settings finished (0: start afresh,
     removing the leftovers of a run that never checkpointed)."""
     if partial.exists() and progress_file.exists():
@@ -127,9 +128,45 @@ def resume_point(partial: Path, progress_file: Path, state_file: Path, run_id: D
                 f"delete it (and {progress_file.name}) or rerun with the same settings"
             )
         return int(saved["done_batches"])
-    for stale in (partial, progress_file, state_file):
+    for stale in (partial, progress_file):
         stale.unlink(missing_ok=True)
     return 0
+
+
+def state_file_for(output_file: Path, done_batches: int) -> Path:
+    """The LSTM state after ``done_batches`` batches (--stateful). One file per checkpoint:
+    a kill after writing a new one but before the progress file leaves intact the one
+    that the progress file names."""
+    return output_file.with_name(f"{output_file.name}.state-{done_batches}.npz")
+
+
+def remove_states(output_file: Path, keep: Optional[Path] = None) -> None:
+    for state in output_file.parent.glob(glob.escape(output_file.name) + ".state-*.npz"):
+        if state != keep:
+            state.unlink()
+
+
+def load_states(state_file: Path, progress_file: Path) -> Dict[str, numpy.ndarray]:
+    if not state_file.is_file():
+        raise EmbedInputError(
+            f"{state_file}, the LSTM state that {progress_file.name} vouches for, is missing: "
+            f"delete {progress_file.name} to start the run afresh"
+        )
+    with numpy.load(state_file) as saved:
+        return dict(saved)
+
+
+def save_states(state_file: Path, states: Dict[str, numpy.ndarray]) -> None:
+    with atomic_path(state_file) as tmp:
+        with open(tmp, "wb") as f:  # a file object: numpy.savez would append ".npz" to a name
+            numpy.savez(f, **states)
+
+
+def check_output_free(output_file: Path, overwrite: bool) -> None:
+    """A run writes OUTPUT.partial and renames it into place at its end, so an existing
+    OUTPUT is never this run's unfinished work: it is replaced only when asked."""
+    if output_file.exists() and not overwrite:
+        raise EmbedInputError(f"OUTPUT_FILE {output_file} already exists: give --overwrite to replace it, or another name")
 
 
 def write_sentence_index(out: h5py.File, lines: Sequence[str]) -> None:
@@ -193,11 +230,12 @@ def _embed_batches(output_file: Path, bilm: ElmoBiLM, sentences, batches, run_id
     AllenNLP's ``sentence_to_index``; a part file instead records its run."""
     partial = output_file.with_name(output_file.name + ".partial")
     progress_file = output_file.with_name(output_file.name + ".progress.json")
-    state_file = output_file.with_name(output_file.name + ".state.npz")
-    done_batches = resume_point(partial, progress_file, state_file, run_id)
+    done_batches = resume_point(partial, progress_file, run_id)
+    state_file = state_file_for(output_file, done_batches) if stateful and done_batches else None
+    remove_states(output_file, keep=state_file)  # any other is from a checkpoint that never finished
     bilm.reset_states()
-    if stateful and done_batches:
-        bilm.import_states(dict(numpy.load(state_file)))
+    if state_file is not None:
+        bilm.import_states(load_states(state_file, progress_file))
     output_file.parent.mkdir(parents=True, exist_ok=True)
     n_done_lines = sum(len(b) for b in batches[:done_batches])
     bar = tqdm(
@@ -222,10 +260,7 @@ def _embed_batches(output_file: Path, bilm: ElmoBiLM, sentences, batches, run_id
                 out.create_dataset(str(index), data=select_layers(array, layers).astype(numpy.float32))
             bar.update(len(batch))
             if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS or number == len(batches) - 1:
-                out.flush()
-                if stateful:
-                    numpy.savez(state_file, **bilm.export_states())
-                write_json_atomic(progress_file, {"run": run_id, "done_batches": number + 1})
+                checkpoint(out, output_file, progress_file, run_id, number + 1, bilm if stateful else None)
                 last_checkpoint = time.monotonic()
         if lines_to_index is not None:
             write_sentence_index(out, lines_to_index)
@@ -234,7 +269,22 @@ def _embed_batches(output_file: Path, bilm: ElmoBiLM, sentences, batches, run_id
     bar.close()
     os.replace(partial, output_file)
     progress_file.unlink(missing_ok=True)
-    state_file.unlink(missing_ok=True)
+    remove_states(output_file)
+
+
+def checkpoint(out: h5py.File, output_file: Path, progress_file: Path, run_id: Dict, done_batches: int,
+               stateful_bilm: Optional[ElmoBiLM]) -> None:
+    """Make ``done_batches`` durable in order: the HDF5 output on disk, then (--stateful) the
+    LSTM state, then the progress file that vouches for both. A kill between any two
+    leaves the previous checkpoint whole, and a resumed run equals an uninterrupted one."""
+    out.flush()
+    os.fsync(out.id.get_vfd_handle())
+    state_file = None
+    if stateful_bilm is not None:
+        state_file = state_file_for(output_file, done_batches)
+        save_states(state_file, stateful_bilm.export_states())
+    write_json_atomic(progress_file, {"run": run_id, "done_batches": done_batches})
+    remove_states(output_file, keep=state_file)
 
 
 def _finished_part(path: Path, run_id: Dict) -> bool:
@@ -295,6 +345,7 @@ def embed_command(
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda:0"),
     max_length: int = typer.Option(256, "--max-length", help="Longer lines run in overlapping windows of this many tokens (0: never; --stateful: never)"),
     precision: str = typer.Option("fp32", "--precision", help="fp32 (exact) or int8 (quantized matmuls on CPU: faster, within ~1e-2)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUTPUT_FILE if it exists (else an existing one is refused)"),
 ):
     """Embed a file of sentences with an ELMo biLM (like AllenNLP's `allennlp elmo`).
     Under torchrun, the processes share the work (see `embed`'s module docs)."""
@@ -304,6 +355,7 @@ def embed_command(
         share = process_share()
         check_share(share, stateful)
         require_writable_path(output_file, "OUTPUT_FILE")
+        check_output_free(output_file, overwrite)
         source = weight_source(options_file, weight_file, bilm_dir)
         bilm = load_bilm(**source).to(torch_device)
         bilm.set_precision(precision)

@@ -22,7 +22,9 @@ from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions, batch_char_ids
 from ..bilm.kernels import check_precision, weights_version
+from ..bilm.weights import checked_array
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
+from ..io import arrays_sha256
 from ..bilm.model import embed_sentences, length_batches
 from .cache import LayerCache
 from .segments import Segment, batch_segments
@@ -90,6 +92,30 @@ def set_bilm(model: BilmModel, bilm: ElmoBiLM) -> None:
     model.set_dim("nL", bilm.n_output_layers, force=True)
     model.attrs["weights_loaded"] = True
     model.attrs["cache"].clear()
+
+
+# The model's attrs that are run-time choices of its config, never learned: a load keeps
+# the loading config's (``spacy.load(path, config=...)``), not the saved ones.
+RUNTIME_ATTRS = ("max_segment_length", "precision", "cache")
+
+
+def runtime_attrs(model: BilmModel) -> Dict[str, Any]:
+    return {name: model.attrs[name] for name in RUNTIME_ATTRS}
+
+
+def forget_bilm(model: BilmModel) -> None:
+    """Drop the biLM before loading a saved one, so that only what the saved data holds can
+    pass ``adopt_loaded_bilm`` (never the config's random module or an earlier biLM)."""
+    model.layers[0].shims[0]._model = torch.nn.Module()
+    model.attrs["weights_loaded"] = False
+
+
+def adopt_loaded_bilm(model: BilmModel) -> None:
+    """After ``model.from_bytes``: use the biLM the saved data held; none is an error."""
+    bilm = model.layers[0].shims[0]._model
+    if not isinstance(bilm, ElmoBiLM):
+        raise ElmoWeightsError("it holds no biLM (saved before any weights were loaded, or damaged)")
+    set_bilm(model, bilm)
 
 
 def set_cache_size(model: BilmModel, max_mb: float) -> None:
@@ -220,15 +246,17 @@ def _convert_outputs(model: Model, inputs_outputs, is_train: bool):
 
 
 def _serialize_bilm(bilm: Any) -> bytes:
-    """Options and weights as plain msgpack arrays (loading never unpickles). float16 when
-    that loses nothing (weights that came from a float16 file and were not fine-tuned)."""
+    """Options and weights as plain msgpack arrays (loading never unpickles), with their
+    sha256. float16 when that loses nothing (weights that came from a float16 file and
+    were not fine-tuned)."""
     if not isinstance(bilm, ElmoBiLM):
         return srsly.msgpack_dumps({"options": None, "arrays": {}})
     state = {name: value.detach().float().cpu() for name, value in bilm.state_dict().items()}
     lossless = all(torch.equal(value.half().float(), value) for value in state.values())
     dtype = torch.float16 if lossless else torch.float32
     arrays = {name: value.to(dtype).numpy() for name, value in state.items()}
-    return srsly.msgpack_dumps({"options": bilm.options.to_dict(), "arrays": arrays})
+    options = bilm.options.to_dict()
+    return srsly.msgpack_dumps({"options": options, "arrays": arrays, "sha256": arrays_sha256(arrays, options)})
 
 
 def _deserialize_bilm(current: Any, data: bytes, device: "torch.device") -> Any:
@@ -243,19 +271,44 @@ def _deserialize_bilm(current: Any, data: bytes, device: "torch.device") -> Any:
     options = ElmoOptions.from_dict(msg["options"], source="the saved biLM")
     bilm = current if isinstance(current, ElmoBiLM) and current.options == options else ElmoBiLM(options)
     if "arrays" in msg:
-        state = {name: torch.from_numpy(numpy.array(array, dtype=numpy.float32)) for name, array in msg["arrays"].items()}
+        arrays = msg["arrays"]
+        _verify_sha256(msg)
     else:
-        state = _legacy_state(msg)
-    try:
-        bilm.load_state_dict(state)
-    except RuntimeError as err:
-        raise ElmoWeightsError(f"the saved biLM's weights do not fit its options: {err}") from None
+        arrays = {name: tensor.numpy() for name, tensor in _legacy_state(msg).items()}
+    bilm.load_state_dict(_checked_state(arrays, bilm))
     return bilm.to(device).eval()
+
+
+def _verify_sha256(msg: Dict[str, Any]) -> None:
+    """Pipelines saved before the checksum have none; any other must match it."""
+    arrays = msg["arrays"]
+    if "sha256" not in msg or not isinstance(arrays, dict):
+        return
+    if not all(isinstance(array, numpy.ndarray) for array in arrays.values()):
+        return  # not arrays: _checked_state names the culprit
+    if arrays_sha256(arrays, msg["options"]) != msg["sha256"]:
+        raise ElmoWeightsError("the saved biLM fails its sha256 check (its bytes changed after it was saved)")
+
+
+def _checked_state(arrays: Any, bilm: ElmoBiLM) -> Dict[str, torch.Tensor]:
+    """The saved arrays as the biLM's state, each checked as a weight file's datasets are."""
+    expected = {name: tuple(value.shape) for name, value in bilm.state_dict().items()}
+    if not isinstance(arrays, dict) or set(arrays) != set(expected):
+        names = sorted(arrays) if isinstance(arrays, dict) else type(arrays).__name__
+        missing = sorted(set(expected) - set(arrays)) if isinstance(arrays, dict) else sorted(expected)
+        raise ElmoWeightsError(f"the saved biLM's arrays do not fit its options (missing: {missing[:3]}; found: {names[:3]}...)")
+    return {
+        name: torch.tensor(checked_array(arrays[name], f"the saved biLM's array '{name}'", shape, "its options need"))
+        for name, shape in expected.items()
+    }
 
 
 def _legacy_state(msg: Dict[str, Any]) -> Dict[str, Any]:
     """Pipelines saved by spacy-elmo 0.1 hold a torch.save zip; weights_only: tensors, never code."""
     try:
-        return torch.load(BytesIO(msg["state"]), map_location="cpu", weights_only=True)
+        state = torch.load(BytesIO(msg["state"]), map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many kinds for a damaged zip
         raise ElmoWeightsError(f"the saved biLM is damaged ({type(err).__name__})") from None
+    if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
+        raise ElmoWeightsError("the saved biLM is damaged (its state is not a dict of tensors)")
+    return {name: value.detach().cpu() for name, value in state.items()}

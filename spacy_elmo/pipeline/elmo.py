@@ -6,9 +6,11 @@ every listener frozen (``grad_factor = 0``, the default) the biLM runs without
 gradients through a bounded cache, so later epochs do not recompute it.
 """
 import inspect
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
+import srsly
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
@@ -18,7 +20,17 @@ from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
-from ..layers.bilm_model import check_precision, get_bilm, set_bilm, set_cache_size, set_precision
+from ..io import require_file
+from ..layers.bilm_model import (
+    adopt_loaded_bilm,
+    check_precision,
+    forget_bilm,
+    get_bilm,
+    runtime_attrs,
+    set_bilm,
+    set_cache_size,
+    set_precision,
+)
 from ..layers.doc_data import DTYPE_CHOICES, STORE_CHOICES, store_doc_layers, token_mix_weights
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
 from ..loaders import check_weight_source, default_bilm_dir, load_bilm
@@ -194,30 +206,58 @@ class ElmoComponent(TrainablePipe):
                 if is_listener(node) and node.attrs["upstream_name"] in names:
                     self.add_listener(node, component.name)
 
+    # -- serialization: a saved pipeline carries its biLM, and only that one runs --
+    def to_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> None:
+        self._ensure_weights()
+        super().to_disk(path, exclude=exclude)
+
+    def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
+        self._ensure_weights()
+        return super().to_bytes(exclude=exclude)
+
     def from_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
-        settings = dict(self.cfg)
-        try:
+        path = Path(path)
+        if "cfg" not in exclude:
+            self._check_saved_cfg(path / "cfg")
+        if "model" not in exclude:
+            require_file(path / "model", f"component '{self.name}': saved file")
+        with self._loading(str(path / "model"), exclude):
             super().from_disk(path, exclude=exclude)
-        except ValueError as err:  # our ElmoError, or a damaged msgpack file
-            raise ElmoWeightsError(f"component '{self.name}': cannot load {Path(path) / 'model'}: {err}") from None
-        return self._keep_settings(settings)
+        return self
+
+    def _check_saved_cfg(self, path: Path) -> None:
+        """spaCy reads a missing cfg as empty and names no file for a damaged one."""
+        require_file(path, f"component '{self.name}': saved file")
+        try:
+            cfg = srsly.read_json(path)
+        except ValueError as err:
+            raise ElmoWeightsError(f"component '{self.name}': cannot load {path}: not valid JSON ({err})") from None
+        if not isinstance(cfg, dict):
+            raise ElmoWeightsError(f"component '{self.name}': cannot load {path}: expected a JSON object")
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
-        settings = dict(self.cfg)
-        try:
+        with self._loading("its cfg and model from bytes", exclude):
             super().from_bytes(bytes_data, exclude=exclude)
-        except ValueError as err:
-            raise ElmoWeightsError(f"component '{self.name}': cannot load its model from bytes: {err}") from None
-        return self._keep_settings(settings)
-
-    def _keep_settings(self, settings: Dict[str, Any]) -> "ElmoComponent":
-        """Loading restores the saved cfg and model attrs; the config this pipe was built
-        from wins (``spacy.load(path, config=...)``): every setting is a runtime choice,
-        none is learned. Unchanged settings are the saved ones anyway."""
-        self.cfg.update(settings)
-        set_cache_size(self.model, settings["cache_size_mb"])
-        set_precision(self.model, settings["precision"])
         return self
+
+    @contextmanager
+    def _loading(self, what: str, exclude: Iterable[str]) -> Iterator[None]:
+        """Loading restores the saved cfg and model; then the biLM must be the saved one
+        (never a fallback), and the config this pipe was built from wins for every
+        setting (``spacy.load(path, config=...)``): settings are run-time choices, none is
+        learned. Unchanged settings are the saved ones anyway."""
+        settings, attrs = dict(self.cfg), runtime_attrs(self.model)
+        with_model = "model" not in exclude
+        if with_model:
+            forget_bilm(self.model)
+        try:
+            yield
+            if with_model:
+                adopt_loaded_bilm(self.model)
+        except (ValueError, LookupError, TypeError) as err:  # our ElmoErrors, damaged msgpack or JSON
+            raise ElmoWeightsError(f"component '{self.name}': cannot load {what}: {err}") from None
+        self.cfg.update(settings)
+        self.model.attrs.update(attrs)
 
     @property
     def trains_bilm(self) -> bool:
