@@ -31,7 +31,7 @@ demo: setup
 embed-sample: setup
 	$(PY) -m spacy_elmo embed tests/data/sample_sentences.txt sample_embeddings.hdf5 \
 		--options-file tests/data/bilm_tf_reference/options.json \
-		--weight-file tests/data/bilm_tf_reference/lm_weights.hdf5 --layers all
+		--weight-file tests/data/bilm_tf_reference/lm_weights.hdf5 --layers all --overwrite
 
 bench: setup
 	$(PY) benchmarks/bench_bilm.py

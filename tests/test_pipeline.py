@@ -480,3 +480,17 @@ def test_damaged_saved_weights_are_refused_naming_the_file(tmp_path, weight_file
     with pytest.raises(ElmoWeightsError, match=rf"^component 'elmo': cannot load .*elmo/model: the saved biLM.*{message}") as info:
         spacy.load(tmp_path / "pipeline")
     assert "\n" not in str(info.value)
+
+
+def test_a_failed_load_keeps_the_biLM_the_pipe_had(tmp_path, weight_files, reference):
+    from spacy_elmo.errors import ElmoWeightsError
+    from spacy_elmo.layers.bilm_model import get_bilm
+
+    nlp = make_nlp(weight_files)
+    before = nlp(TEXTS[0])._.elmo_layers
+    nlp.to_disk(tmp_path / "pipeline")
+    _edit_saved_model(tmp_path / "pipeline", _flipped_byte)
+    with pytest.raises(ElmoWeightsError, match="sha256"):
+        nlp.from_disk(tmp_path / "pipeline")
+    assert get_bilm(nlp.get_pipe("elmo").model) is not None
+    numpy.testing.assert_array_equal(nlp(TEXTS[0])._.elmo_layers, before)

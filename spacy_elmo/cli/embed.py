@@ -5,7 +5,9 @@ those files keep working: dataset ``"i"`` holds line i's vectors and
 ``sentence_to_index`` a JSON map from sentence text to its dataset name.
 
 Long inputs are resumable: results go to ``OUTPUT.partial`` and a small
-progress file; running the same command again continues where it stopped.
+progress file (with ``--stateful``, also the LSTM state of the last
+checkpoint); running the same command again continues where it stopped. An
+existing OUTPUT (always a finished file) is replaced only with ``--overwrite``.
 
 Under ``torchrun --nproc_per_node N -m spacy_elmo embed ...`` each process
 embeds every N-th batch of the single-process plan into its own resumable

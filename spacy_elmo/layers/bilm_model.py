@@ -103,11 +103,18 @@ def runtime_attrs(model: BilmModel) -> Dict[str, Any]:
     return {name: model.attrs[name] for name in RUNTIME_ATTRS}
 
 
-def forget_bilm(model: BilmModel) -> None:
+def forget_bilm(model: BilmModel) -> Callable[[], None]:
     """Drop the biLM before loading a saved one, so that only what the saved data holds can
-    pass ``adopt_loaded_bilm`` (never the config's random module or an earlier biLM)."""
-    model.layers[0].shims[0]._model = torch.nn.Module()
-    model.attrs["weights_loaded"] = False
+    pass ``adopt_loaded_bilm`` (never the config's random module or an earlier biLM).
+    Returns what puts the earlier biLM back, for a load that fails."""
+    shim = model.layers[0].shims[0]
+    earlier = shim._model, model.attrs["weights_loaded"]
+    shim._model, model.attrs["weights_loaded"] = torch.nn.Module(), False
+
+    def restore() -> None:
+        shim._model, model.attrs["weights_loaded"] = earlier
+
+    return restore
 
 
 def adopt_loaded_bilm(model: BilmModel) -> None:

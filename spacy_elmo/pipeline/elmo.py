@@ -248,16 +248,18 @@ class ElmoComponent(TrainablePipe):
         learned. Unchanged settings are the saved ones anyway."""
         settings, attrs = dict(self.cfg), runtime_attrs(self.model)
         with_model = "model" not in exclude
-        if with_model:
-            forget_bilm(self.model)
+        restore_bilm = forget_bilm(self.model) if with_model else None
         try:
             yield
             if with_model:
                 adopt_loaded_bilm(self.model)
         except (ValueError, LookupError, TypeError) as err:  # our ElmoErrors, damaged msgpack or JSON
+            if restore_bilm is not None:
+                restore_bilm()
             raise ElmoWeightsError(f"component '{self.name}': cannot load {what}: {err}") from None
-        self.cfg.update(settings)
-        self.model.attrs.update(attrs)
+        finally:
+            self.cfg.update(settings)
+            self.model.attrs.update(attrs)
 
     @property
     def trains_bilm(self) -> bool:
