@@ -453,6 +453,10 @@ def _not_an_array(msg, bilm_msg):
     bilm_msg.pop("sha256")
 
 
+def _nan_cell_clip(msg, bilm_msg):
+    bilm_msg["options"]["lstm"]["cell_clip"] = float("nan")
+
+
 def _flipped_byte(msg, bilm_msg):
     name = "char_encoder.proj_bias"
     raw = bytearray(numpy.array(bilm_msg["arrays"][name]).tobytes())
@@ -468,6 +472,7 @@ def _flipped_byte(msg, bilm_msg):
         (_wrong_shape, r"array 'char_encoder.proj_bias' has shape \(3,\) but its options need \(8,\)"),
         (_not_an_array, r"array 'char_encoder.proj_bias' is a str, not an array of floats"),
         (_flipped_byte, r"fails its sha256 check"),
+        (_nan_cell_clip, r"option 'lstm.cell_clip' must be a finite number >= 0 \(0 = no clipping\), got nan"),
     ],
 )
 def test_damaged_saved_weights_are_refused_naming_the_file(tmp_path, weight_files, edit, message):
