@@ -453,6 +453,11 @@ def _not_an_array(msg, bilm_msg):
     bilm_msg.pop("sha256")
 
 
+def _missing_array(msg, bilm_msg):
+    del bilm_msg["arrays"]["char_encoder.proj_bias"]
+    bilm_msg.pop("sha256")
+
+
 def _nan_cell_clip(msg, bilm_msg):
     bilm_msg["options"]["lstm"]["cell_clip"] = float("nan")
 
@@ -472,6 +477,7 @@ def _flipped_byte(msg, bilm_msg):
         (_wrong_shape, r"array 'char_encoder.proj_bias' has shape \(3,\) but its options need \(8,\)"),
         (_not_an_array, r"array 'char_encoder.proj_bias' is a str, not an array of floats"),
         (_flipped_byte, r"fails its sha256 check"),
+        (_missing_array, r"arrays do not fit its options \(missing: \['char_encoder.proj_bias'\], unexpected: \[\]\)"),
         (_nan_cell_clip, r"option 'lstm.cell_clip' must be a finite number >= 0 \(0 = no clipping\), got nan"),
     ],
 )

@@ -300,10 +300,13 @@ def _verify_sha256(msg: Dict[str, Any]) -> None:
 def _checked_state(arrays: Any, bilm: ElmoBiLM) -> Dict[str, torch.Tensor]:
     """The saved arrays as the biLM's state, each checked as a weight file's datasets are."""
     expected = {name: tuple(value.shape) for name, value in bilm.state_dict().items()}
-    if not isinstance(arrays, dict) or set(arrays) != set(expected):
-        names = sorted(arrays) if isinstance(arrays, dict) else type(arrays).__name__
-        missing = sorted(set(expected) - set(arrays)) if isinstance(arrays, dict) else sorted(expected)
-        raise ElmoWeightsError(f"the saved biLM's arrays do not fit its options (missing: {missing[:3]}; found: {names[:3]}...)")
+    if not isinstance(arrays, dict):
+        raise ElmoWeightsError(f"the saved biLM's arrays are a {type(arrays).__name__}, not a map of named arrays")
+    missing, unexpected = sorted(set(expected) - set(arrays)), sorted(set(arrays) - set(expected))
+    if missing or unexpected:
+        raise ElmoWeightsError(
+            f"the saved biLM's arrays do not fit its options (missing: {missing[:3]}, unexpected: {unexpected[:3]})"
+        )
     return {
         name: torch.tensor(checked_array(arrays[name], f"the saved biLM's array '{name}'", shape, "its options need"))
         for name, shape in expected.items()
