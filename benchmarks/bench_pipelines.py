@@ -21,8 +21,10 @@ Speed does not depend on the weights, so each pipeline is built from its config 
 initialized with CoNLL's 4 labels, not trained (``--pipeline ROW=DIR`` times a
 trained pipeline instead). Every row runs ``nlp.pipe`` over the .spacy file's
 sentences, one pre-tokenised Doc each (no row pays for tokenization), in batches of
-``--batch-size``; words/s is the median of ``--repeats`` passes after a warm-up
-pass. ELMo's output cache is off and its type cache starts cold at each pass.
+the pipeline's own ``[nlp] batch_size`` (``--batch-size`` sets one for all); words/s
+is the median of ``--repeats`` passes after a warm-up pass. ELMo's output cache is
+off and its type cache starts cold at each pass. ``--threads`` sets torch's threads
+(the biLM, the transformer); thinc's CPU ops (blis) run on one thread whatever it says.
 """
 import argparse
 import gc
@@ -70,6 +72,7 @@ class Row:
     overrides: Dict[str, object] = field(default_factory=dict)
     result: str = ""
     subwords: str = "-"
+    batch_size: str = "-"
     trained: Optional[Path] = None  # a trained pipeline timed instead (--pipeline)
 
     @property
@@ -215,9 +218,9 @@ def time_pass(nlp, sentences, batch_size: int) -> float:
     return time.perf_counter() - start
 
 
-def words_per_second(nlp, sentences, args) -> float:
-    time_pass(nlp, sentences, args.batch_size)  # warm-up: packing, allocations
-    seconds = [time_pass(nlp, sentences, args.batch_size) for _ in range(args.repeats)]
+def words_per_second(nlp, sentences, batch_size: int, repeats: int) -> float:
+    time_pass(nlp, sentences, batch_size)  # warm-up: packing, allocations
+    seconds = [time_pass(nlp, sentences, batch_size) for _ in range(repeats)]
     return sum(len(words) for words, _ in sentences) / statistics.median(seconds)
 
 
@@ -241,7 +244,9 @@ def run_row(row: Row, sentences, args, workdir: Path) -> None:
         raise SystemExit(f"error: {row.name} was built to run at {row.precision} but runs at "
                          f"{nlp.get_pipe('elmo').model.attrs['precision']}")
     row.size = describe_size(row, nlp)
-    row.result = f"{words_per_second(nlp, sentences, args):,.0f}"
+    batch_size = args.batch_size or nlp.batch_size  # by default each pipeline's own, as nlp.pipe does
+    row.batch_size = str(batch_size)
+    row.result = f"{words_per_second(nlp, sentences, batch_size, args.repeats):,.0f}"
     if row.kind == "transformer":
         row.subwords = count_subwords(nlp, sentences)
     del nlp
@@ -249,10 +254,10 @@ def run_row(row: Row, sentences, args, workdir: Path) -> None:
 
 
 def print_table(rows: List[Row]) -> None:
-    print("| config | precision | size | words/s | subwords |")
-    print("| --- | --- | --- | ---: | ---: |")
+    print("| config | precision | size | batch | words/s | subwords |")
+    print("| --- | --- | --- | ---: | ---: | ---: |")
     for row in rows:
-        print(f"| {row.name} | {row.precision} | {row.size} | {row.result} | {row.subwords} |")
+        print(f"| {row.name} | {row.precision} | {row.size} | {row.batch_size} | {row.result} | {row.subwords} |")
 
 
 def parse_pipelines(values: List[str]) -> Dict[str, Path]:
@@ -273,7 +278,8 @@ def parse_args():
     parser.add_argument("--limit", type=int, default=0, help="the first N sentences only (0: all)")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per row (the median is reported)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=1000, help="nlp.pipe's batch size (the configs' [nlp] batch_size)")
+    parser.add_argument("--batch-size", type=int, default=0,
+                        help="nlp.pipe's batch size for every row (0: each pipeline's [nlp] batch_size, as nlp.pipe uses)")
     parser.add_argument("--vectors", type=Path, default=DEFAULT_VECTORS, help="en_core_web_md's directory (static vectors)")
     parser.add_argument("--elmo-sizes", nargs="+", default=["bundled", "original"], choices=["bundled", "original", "medium", "small"],
                         help='"bundled" (the shipped biLM) or a published size (random weights; original: the paper\'s 93.6M)')
@@ -292,13 +298,13 @@ def main() -> None:
     sentences = read_sentences(args.data, args.limit)
     rows = build_rows(args)
     print(header(args.threads))
-    print(f"{len(sentences)} sentences, {sum(len(w) for w, _ in sentences)} words of {args.data}; nlp.pipe, "
-          f"batch size {args.batch_size}; words/s: median of {args.repeats} passes after a warm-up; "
+    print(f"{len(sentences)} sentences, {sum(len(w) for w, _ in sentences)} words of {args.data}; nlp.pipe "
+          f"(batch: its batch size); words/s: median of {args.repeats} passes after a warm-up; "
           f"{args.threads} threads for torch (the biLM, the transformer); thinc's CPU ops (blis) run on one")
     with tempfile.TemporaryDirectory() as workdir:
         for row in rows:
             run_row(row, sentences, args, Path(workdir))
-            print(f"{row.name} | {row.precision} | {row.size} | {row.result} | {row.subwords}", flush=True)
+            print(f"{row.name} | {row.precision} | {row.size} | {row.batch_size} | {row.result} | {row.subwords}", flush=True)
     print_table(rows)
 
 
