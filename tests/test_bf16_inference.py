@@ -41,7 +41,7 @@ def weight_files(tmp_path):
 
 
 @pytest.mark.parametrize("packed", [True, False])
-@pytest.mark.parametrize("with_bias,with_add", [(False, False), (True, True)])
+@pytest.mark.parametrize("with_bias,with_add", [(False, False), (True, False), (False, True), (True, True)])
 def test_bf16_linear_is_close_to_fp32_and_returns_fp32(forced, packed, with_bias, with_add):
     torch.manual_seed(0)
     weight, x = torch.randn(24, 40), torch.randn(5, 24)

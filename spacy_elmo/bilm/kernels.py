@@ -145,9 +145,7 @@ class PackedLinear:
         elif self.kind == "int8":
             out = torch.ops.quantized.linear_dynamic(inputs, self.packed, INT8_REDUCE_RANGE)
         elif self.kind.startswith("bf16"):
-            out = self._bf16_product(inputs.to(torch.bfloat16)).float()
-            if self.bias is not None:
-                out.add_(self.bias)
+            return self._bf16_call(inputs, add)
         else:
             out = torch.addmm(self.bias, inputs, self.weight) if self.bias is not None else inputs @ self.weight
         return out.add_(add) if add is not None else out
@@ -163,6 +161,14 @@ class PackedLinear:
             except RuntimeError:  # a oneDNN build without bf16 kernels for this CPU
                 pass
         self.kind, self.weight = "bf16", transposed.t()
+
+    def _bf16_call(self, inputs: Tensor, add: Optional[Tensor]) -> Tensor:
+        """fp32 out: the first fp32 addend promotes the bf16 product in the same pass."""
+        product = self._bf16_product(inputs.to(torch.bfloat16))
+        if self.bias is not None and add is not None:
+            return torch.add(add, product).add_(self.bias)
+        addend = add if add is not None else self.bias
+        return torch.add(addend, product) if addend is not None else product.float()
 
     def _bf16_product(self, inputs: Tensor) -> Tensor:
         """``inputs @ weight`` in bf16 (the GEMM sums in fp32), without the bias."""
