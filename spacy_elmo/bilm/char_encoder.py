@@ -126,7 +126,7 @@ class CharEncoder(nn.Module):
             self._kernels = (key, weights)
         return self._kernels[1]
 
-    def _convolve_by_length(self, char_ids: Tensor, weights: InferenceWeights) -> Tensor:
+    def _convolve_by_length(self, char_ids: Tensor, weights: Optional[InferenceWeights] = None) -> Tensor:
         """The CNN features, skipping the all-padding tail of short tokens.
 
         A token is [BOW, bytes, EOW, PAD, PAD, ...]: every window made only of
@@ -137,6 +137,7 @@ class CharEncoder(nn.Module):
         width, at a fraction of the cost (most tokens are short). Tokens are
         grouped by length to make the cut count.
         """
+        weights = weights if weights is not None else self._inference_weights()
         n_tokens, max_chars = char_ids.shape
         max_width = max(width for width, _ in self.filters)
         content = (char_ids != PAD_ID).sum(dim=1)
@@ -151,7 +152,8 @@ class CharEncoder(nn.Module):
             return self._convolve(char_ids, weights)
         return torch.cat(chunks).index_select(0, torch.argsort(order))
 
-    def _convolve(self, char_ids: Tensor, weights: InferenceWeights) -> Tensor:
+    def _convolve(self, char_ids: Tensor, weights: Optional[InferenceWeights] = None) -> Tensor:
+        weights = weights if weights is not None else self._inference_weights()
         # padding_idx keeps row 0 (batch padding) at zero during training.
         embedded = F.embedding(char_ids, weights.char_embed, padding_idx=0)
         n_tokens, n_chars, char_dim = embedded.shape
