@@ -1,14 +1,18 @@
-"""CPU inference speed of the biLM: fp32 (exact), int8, and the type cache.
+"""CPU inference speed of the biLM: fp32 (exact), int8, bf16, and the type cache.
 
-    python benchmarks/bench_bilm.py [--sizes original small] [--threads 2] [--repeats 7]
+    python benchmarks/bench_bilm.py [--sizes original small] [--threads 2] [--repeats 7] [--force-bf16]
 
 Random-weight models of the published sizes. Prints the CPU, then:
 
-1. fp32 and int8: 32 sentences of ~25 tokens of real text (the reference
-   fixture's news), stateless, type cache off: tokens/s, executed GFLOP/s,
-   fp32's fraction of the ceiling and int8's speed-up over fp32 (each repeat
-   times the ceiling, fp32 and int8 in turn; medians over ``--repeats``);
-   int8's deviation from fp32 per layer (max abs, mean cosine over tokens).
+1. fp32, int8 and bf16 side by side: 32 sentences of ~25 tokens of real text
+   (the reference fixture's news), stateless, type cache off: tokens/s,
+   executed GFLOP/s, fp32's fraction of the ceiling and each other precision's
+   speed-up over fp32 (each repeat times the ceiling and every precision in
+   turn; medians over ``--repeats``); int8's and bf16's deviation from fp32 per
+   layer (max abs, mean cosine over tokens). bf16 runs where the CPU has native
+   bf16 (AVX512-BF16/AMX; its matmul ceiling printed beside fp32's), else only
+   with ``--force-bf16``, labelled "bf16 (emulated)": torch's emulation, whose
+   speed says nothing about a native CPU (its deviation is the same).
 2. The type cache: a stream of distinct sentences (``--text``: one tokenised
    sentence per line, or a .spacy file's sentences; by default the held-out
    pretraining text when the project built it, else the fixture),
@@ -22,6 +26,7 @@ and projection per distinct token; a multiply-add is 2 FLOPs.
 """
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -32,6 +37,8 @@ import torch
 from machine import header, matmul_ceiling, median_seconds
 from spacy_elmo.bilm import ElmoBiLM, batch_char_ids, preset
 from spacy_elmo.bilm.char_encoder import CNN_CHUNK_TOKENS, PAD_ID
+from spacy_elmo.bilm.compare import layer_deviation
+from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, native_cpu_bf16
 from spacy_elmo.bilm.model import length_batches
 
 ROOT = Path(__file__).parent.parent
@@ -87,26 +94,28 @@ def executed_flops(options, sentences) -> float:
     return cnn + dense + positions * 2 * options.n_layers * lstm_step
 
 
-def deviation(exact, approximate):
-    """Per layer: max |int8 - fp32| and the mean cosine of the token vectors."""
-    rows = []
-    for layer in range(exact[0].shape[0]):
-        a = numpy.concatenate([e[layer] for e in exact])
-        b = numpy.concatenate([x[layer] for x in approximate])
-        cosine = (a * b).sum(-1) / (numpy.linalg.norm(a, axis=-1) * numpy.linalg.norm(b, axis=-1))
-        rows.append((float(numpy.abs(a - b).max()), float(cosine.mean())))
-    return rows
+def precisions_to_run(force_bf16: bool):
+    """``{precision: label}``: bf16 only where native, or forced (then labelled emulated)."""
+    labels = {"fp32": "fp32", "int8": "int8"}
+    if native_cpu_bf16():
+        labels["bf16"] = "bf16"
+    elif force_bf16:
+        os.environ[FORCE_BF16_ENV] = "1"  # the biLM refuses emulated bf16 otherwise
+        labels["bf16"] = "bf16 (emulated)"
+    else:
+        print("bf16: skipped: no native bf16 on this CPU (AVX512-BF16/AMX); --force-bf16 runs it emulated")
+    return labels
 
 
-def bench_precisions(size: str, sentences, repeats: int) -> None:
-    """fp32 and int8 timed in alternation with the ceiling, so that a machine whose speed
+def bench_precisions(size: str, sentences, repeats: int, labels) -> None:
+    """Every precision timed in alternation with the ceiling, so that a machine whose speed
     drifts (shared hosts do) affects each ratio's two sides alike; medians of the ratios."""
     torch.manual_seed(0)
     options = preset(size)
     model = ElmoBiLM(options, type_cache_size=0).eval()
     n_tokens = sum(len(s) for s in sentences)
     gflops = executed_flops(options, sentences) / 1e9
-    results, seconds, ceilings = {}, {"fp32": [], "int8": []}, []
+    results, seconds, ceilings = {}, {precision: [] for precision in labels}, []
     for precision in seconds:
         model.set_precision(precision)
         results[precision] = model.embed_batch(sentences)  # also the warm-up (packing)
@@ -117,16 +126,24 @@ def bench_precisions(size: str, sentences, repeats: int) -> None:
             model.embed_batch(sentences[:1])  # repack outside the timing
             seconds[precision].append(median_seconds(lambda: model.embed_batch(sentences), 1))
     fractions = [gflops / t / c for t, c in zip(seconds["fp32"], ceilings)]
-    speedups = [f / i for f, i in zip(seconds["fp32"], seconds["int8"])]
-    for precision in seconds:
+    for precision, label in labels.items():
         t = statistics.median(seconds[precision])
-        print(f"{size} | {precision} | {n_tokens / t:.1f} tokens/s | {gflops / t:.1f} GFLOP/s")
+        print(f"{size} | {label} | {n_tokens / t:.1f} tokens/s | {gflops / t:.1f} GFLOP/s")
     print(f"{size} | fp32: {statistics.median(fractions):.3f} of the fp32 ceiling (median of {repeats}; "
           f"range {min(fractions):.3f}-{max(fractions):.3f}; ceiling median {statistics.median(ceilings):.1f} GFLOP/s)")
-    print(f"{size} | int8: {statistics.median(speedups):.2f}x fp32's tokens/s (median; range "
-          f"{min(speedups):.2f}-{max(speedups):.2f})")
-    for layer, (max_abs, cosine) in enumerate(deviation(results["fp32"], results["int8"])):
-        print(f"{size} | int8 vs fp32, layer {layer}: max abs {max_abs:.4f}, mean cosine {cosine:.6f}")
+    if labels.get("bf16") == "bf16":  # native: how far it gets towards its own ceiling
+        bf16_ceiling = matmul_ceiling(torch.bfloat16)
+        fraction = gflops / statistics.median(seconds["bf16"]) / bf16_ceiling
+        print(f"{size} | bf16: {fraction:.3f} of the bf16 ceiling ({bf16_ceiling:.1f} GFLOP/s, "
+              f"{bf16_ceiling / statistics.median(ceilings):.2f}x the fp32 one)")
+    for precision, label in labels.items():
+        if precision == "fp32":
+            continue
+        speedups = [f / x for f, x in zip(seconds["fp32"], seconds[precision])]
+        print(f"{size} | {label}: {statistics.median(speedups):.2f}x fp32's tokens/s (median; range "
+              f"{min(speedups):.2f}-{max(speedups):.2f})")
+        for layer, (max_abs, cosine) in enumerate(layer_deviation(results["fp32"], results[precision])):
+            print(f"{size} | {label} vs fp32, layer {layer}: max abs {max_abs:.4f}, mean cosine {cosine:.6f}")
 
 
 def bench_type_cache(size: str, stream, repeats: int) -> None:
@@ -168,6 +185,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--text", type=Path, default=HELD_OUT_TEXT, help="the type cache's stream of sentences: one tokenised sentence per line, or a .spacy file")
     parser.add_argument("--stream-sentences", type=int, default=640)
+    parser.add_argument("--force-bf16", action="store_true",
+                        help="run bf16 on a CPU without native bf16 too (torch emulates it: its speed means nothing)")
     parser.add_argument("--cache-sizes", nargs="*", default=["small"],
                         help="sizes the type cache is measured on (none: skip it)")
     args = parser.parse_args()
@@ -176,8 +195,9 @@ def main() -> None:
     print(header(args.threads))
     print(f"{len(sentences)} sentences, {sum(map(len, sentences))} tokens, stateless, type cache off; "
           f"median of {args.repeats} runs")
+    labels = precisions_to_run(args.force_bf16)
     for size in args.sizes:
-        bench_precisions(size, sentences, args.repeats)
+        bench_precisions(size, sentences, args.repeats, labels)
     if args.cache_sizes:
         stream, source = stream_sentences(args.text, args.stream_sentences)
         print(f"type cache: {len(stream)} sentences of {source}, batches of 32, fp32, "

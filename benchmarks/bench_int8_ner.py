@@ -1,13 +1,18 @@
-"""Downstream effect of int8: one trained NER pipeline scored with fp32 and with int8 ELMo features.
+"""Downstream effect of int8 and bf16: one trained NER pipeline scored at each precision.
 
     python benchmarks/bench_int8_ner.py PIPELINE_DIR corpus/conll/dev.spacy [--gold-preproc]
+        [--precision fp32 int8 bf16] [--force-bf16]
 
-The pipeline is loaded twice, with ``[components.elmo] precision`` overridden
-to "fp32" and to "int8" (the user's way to switch: a config override at load);
-both score the same examples. Prints each F1, their difference, and the
-seconds each evaluation took (read those only on an idle machine).
+The pipeline is loaded once per precision, with ``[components.elmo] precision``
+overridden (the user's way to switch: a config override at load); all score
+the same examples. Prints each F1, each one's difference from fp32, and the
+seconds each evaluation took (read those only on an idle machine). bf16 runs
+where the CPU has native bf16; elsewhere it is skipped, or with
+``--force-bf16`` run emulated (labelled so: its F1 is a native CPU's up to
+summation order, its seconds are not).
 """
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -15,6 +20,7 @@ import spacy
 from spacy.training import Corpus
 
 from machine import header
+from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, PRECISIONS, native_cpu_bf16
 
 
 def score(pipeline: Path, data: Path, precision: str, gold_preproc: bool):
@@ -28,24 +34,46 @@ def score(pipeline: Path, data: Path, precision: str, gold_preproc: bool):
     return scores, time.perf_counter() - start, sum(len(eg.reference) for eg in examples)
 
 
+def labelled_precisions(asked, force_bf16: bool):
+    """``{precision: label}`` in the order asked, fp32 first (the baseline); bf16 only
+    where native or forced (then labelled emulated)."""
+    labels = {}
+    for precision in ["fp32"] + [p for p in asked if p != "fp32"]:
+        if precision != "bf16" or native_cpu_bf16():
+            labels[precision] = precision
+        elif force_bf16:
+            os.environ[FORCE_BF16_ENV] = "1"  # the pipeline refuses emulated bf16 otherwise
+            labels[precision] = "bf16 (emulated)"
+        else:
+            print("bf16: skipped: no native bf16 on this CPU (AVX512-BF16/AMX); --force-bf16 runs it emulated")
+    return labels
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pipeline", type=Path)
     parser.add_argument("data", type=Path)
     parser.add_argument("--gold-preproc", action="store_true", help="as the pipeline was trained (e.g. the yardstick)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["fp32", "int8"],
+                        help="precisions to score (fp32, the baseline, always runs)")
+    parser.add_argument("--force-bf16", action="store_true",
+                        help="score bf16 on a CPU without native bf16 too (emulated: same F1, slow)")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     print(header(args.threads))
     results = {}
-    for precision in ("fp32", "int8"):
+    labels = labelled_precisions(args.precision, args.force_bf16)
+    for precision, label in labels.items():
         scores, seconds, n_tokens = score(args.pipeline, args.data, precision, args.gold_preproc)
         results[precision] = 100 * scores["ents_f"]
-        print(f"{precision}: ents_f {results[precision]:.2f} ({n_tokens} tokens in {seconds:.1f} s, "
+        print(f"{label}: ents_f {results[precision]:.2f} ({n_tokens} tokens in {seconds:.1f} s, "
               f"{n_tokens / seconds:.0f} tokens/s)")
-    print(f"int8 - fp32: {results['int8'] - results['fp32']:+.2f} F1")
+    for precision, label in labels.items():
+        if precision != "fp32":
+            print(f"{label} - fp32: {results[precision] - results['fp32']:+.2f} F1")
 
 
 if __name__ == "__main__":

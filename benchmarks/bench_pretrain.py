@@ -26,7 +26,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from machine import header
-from spacy_elmo.bilm.kernels import unpacked
+from spacy_elmo.bilm.kernels import native_cpu_bf16, unpacked
 from spacy_elmo.bilm.language_model import BidirectionalLM
 from spacy_elmo.bilm.model import ElmoBiLM
 from spacy_elmo.bilm.lm_head import build_lm_head
@@ -81,7 +81,7 @@ def main() -> None:
     widen_model(config, args.config)  # the width a warm-start config trains at
     training = config["training"]
     batch_tokens = args.batch_tokens or training["batch_size"]
-    native_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    native_bf16 = native_cpu_bf16()
 
     vocab_size = config["vocab"]["max_size"]
     corpus, sentences = synthetic_corpus(40000, vocab_size * 4)

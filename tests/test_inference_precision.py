@@ -6,7 +6,7 @@ import torch
 from spacy.tokens import Doc
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoError, batch_char_ids
-from spacy_elmo.bilm.kernels import PackedLinear
+from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, PackedLinear
 from spacy_elmo.bilm.model import unique_types
 from spacy_elmo.bilm.type_cache import TypeCache
 
@@ -45,7 +45,7 @@ def test_unknown_precision_is_refused():
     with pytest.raises(ElmoError, match="precision must be one of"):
         PackedLinear(torch.randn(3, 3), precision="int4")
     with pytest.raises(ElmoError, match="precision must be one of"):
-        tiny_bilm().set_precision("bf16")
+        tiny_bilm().set_precision("fp8")
 
 
 def _types(sentences):
@@ -136,9 +136,11 @@ def test_the_component_runs_int8_and_keeps_it_after_saving(tmp_path, weight_file
 
 
 
-@pytest.mark.parametrize("saved,loaded_as", [("fp32", "int8"), ("int8", "fp32")])
-def test_a_saved_pipeline_runs_at_the_precision_it_is_loaded_with(tmp_path, weight_files, saved, loaded_as):
+@pytest.mark.parametrize("saved,loaded_as", [("fp32", "int8"), ("int8", "fp32"), ("fp32", "bf16"), ("bf16", "fp32"),
+                                              ("int8", "bf16")])
+def test_a_saved_pipeline_runs_at_the_precision_it_is_loaded_with(tmp_path, weight_files, saved, loaded_as, monkeypatch):
     """The README's switch: spacy.load(path, config=...) must win over the saved setting."""
+    monkeypatch.setenv(FORCE_BF16_ENV, "1")  # bf16 where this CPU has no native bf16
     text = "The cat sat on the mat ."
     expected = make_nlp(weight_files, precision=loaded_as)(text)._.elmo_layers
     make_nlp(weight_files, precision=saved).to_disk(tmp_path / "pipeline")

@@ -4,7 +4,7 @@ Layouts follow bilm-tf so weight files map onto parameters without surprises:
 matrices are stored ``(in, out)`` and applied as ``x @ W``.
 """
 from functools import partial
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy
 import torch
@@ -20,6 +20,14 @@ from .options import ElmoOptions
 CNN_CHUNK_TOKENS = 256
 # The padding character after the +1 shift.
 PAD_ID = PAD_CHAR + 1
+
+
+class InferenceWeights(NamedTuple):
+    """What the encoder multiplies by: the parameters, or copies for int8/bf16 inference."""
+
+    char_embed: Tensor
+    conv_weights: List[Tensor]
+    dense: List[Callable[[Tensor], Tensor]]  # the highway layers, then the projection
 
 
 class CharEncoder(nn.Module):
@@ -47,9 +55,10 @@ class CharEncoder(nn.Module):
         )
         self.proj_weight = nn.Parameter(torch.empty(n_filters, options.projection_dim))
         self.proj_bias = nn.Parameter(torch.empty(options.projection_dim))
-        # "int8": the highway and projection layers run quantized copies at inference.
+        # "int8": the highway and projection layers run quantized copies at inference;
+        # "bf16": those and the CNN run bfloat16 copies (fp32 sums, bias and activations).
         self.precision = "fp32"
-        self._int8_kernels: Optional[Tuple[tuple, List[PackedLinear]]] = None
+        self._kernels: Optional[Tuple[tuple, InferenceWeights]] = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -73,13 +82,13 @@ class CharEncoder(nn.Module):
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_int8_kernels"] = None  # opaque packed tensors: rebuilt on first use
+        state["_kernels"] = None  # opaque packed tensors: rebuilt on first use
         return state
 
     def set_precision(self, precision: str) -> None:
         check_precision(precision)
         self.precision = precision
-        self._int8_kernels = None
+        self._kernels = None
 
     def weights_key(self) -> tuple:
         """Changes whenever the weights (or how they run) change."""
@@ -87,8 +96,9 @@ class CharEncoder(nn.Module):
 
     def forward(self, char_ids: Tensor) -> Tensor:
         """``(n_tokens, max_chars)`` ids -> ``(n_tokens, projection_dim)`` vectors."""
-        features = self._convolve_by_length(char_ids)
-        dense = self._dense_layers()
+        weights = self._inference_weights()
+        features = self._convolve_by_length(char_ids, weights)
+        dense = weights.dense
         n_filters = self.n_filters
         for highway in dense[:-1]:
             both = highway(features)
@@ -98,17 +108,25 @@ class CharEncoder(nn.Module):
             features = torch.addcmul(features, carry, transform - features)
         return dense[-1](features)
 
-    def _dense_layers(self) -> List[Callable[[Tensor], Tensor]]:
-        """The highway layers and the projection: fp32 addmm, or packed int8 copies."""
+    def _inference_weights(self) -> InferenceWeights:
+        """The weights this call runs: the parameters (fp32, and always with autograd), or
+        int8/bf16 copies rebuilt when the weights change."""
         pairs = list(zip(self.highway_weights, self.highway_biases)) + [(self.proj_weight, self.proj_bias)]
-        if self.precision != "int8" or torch.is_grad_enabled():
-            return [partial(torch.addmm, bias, mat2=weight) for weight, bias in pairs]
+        if self.precision == "fp32" or torch.is_grad_enabled():
+            dense = [partial(torch.addmm, bias, mat2=weight) for weight, bias in pairs]
+            return InferenceWeights(self.char_embed, list(self.conv_weights), dense)
         key = self.weights_key()
-        if self._int8_kernels is None or self._int8_kernels[0] != key:
-            self._int8_kernels = (key, [PackedLinear(weight, bias, "int8") for weight, bias in pairs])
-        return self._int8_kernels[1]  # type: ignore[return-value]
+        if self._kernels is None or self._kernels[0] != key:
+            dense = [PackedLinear(weight, bias, self.precision) for weight, bias in pairs]
+            if self.precision == "bf16":
+                weights = InferenceWeights(self.char_embed.detach().bfloat16(),
+                                           [w.detach().bfloat16() for w in self.conv_weights], dense)
+            else:  # int8: the CNN stays fp32 (it runs once per distinct token)
+                weights = InferenceWeights(self.char_embed, list(self.conv_weights), dense)
+            self._kernels = (key, weights)
+        return self._kernels[1]
 
-    def _convolve_by_length(self, char_ids: Tensor) -> Tensor:
+    def _convolve_by_length(self, char_ids: Tensor, weights: Optional[InferenceWeights] = None) -> Tensor:
         """The CNN features, skipping the all-padding tail of short tokens.
 
         A token is [BOW, bytes, EOW, PAD, PAD, ...]: every window made only of
@@ -119,6 +137,7 @@ class CharEncoder(nn.Module):
         width, at a fraction of the cost (most tokens are short). Tokens are
         grouped by length to make the cut count.
         """
+        weights = weights if weights is not None else self._inference_weights()
         n_tokens, max_chars = char_ids.shape
         max_width = max(width for width, _ in self.filters)
         content = (char_ids != PAD_ID).sum(dim=1)
@@ -128,17 +147,18 @@ class CharEncoder(nn.Module):
         for start in range(0, n_tokens, CNN_CHUNK_TOKENS):
             longest = int(lengths[start : start + CNN_CHUNK_TOKENS].max())
             columns = min(max_chars, longest + max_width)
-            chunks.append(self._convolve(by_length[start : start + CNN_CHUNK_TOKENS, :columns]))
+            chunks.append(self._convolve(by_length[start : start + CNN_CHUNK_TOKENS, :columns], weights))
         if not chunks:
-            return self._convolve(char_ids)
+            return self._convolve(char_ids, weights)
         return torch.cat(chunks).index_select(0, torch.argsort(order))
 
-    def _convolve(self, char_ids: Tensor) -> Tensor:
+    def _convolve(self, char_ids: Tensor, weights: Optional[InferenceWeights] = None) -> Tensor:
+        weights = weights if weights is not None else self._inference_weights()
         # padding_idx keeps row 0 (batch padding) at zero during training.
-        embedded = F.embedding(char_ids, self.char_embed, padding_idx=0)
+        embedded = F.embedding(char_ids, weights.char_embed, padding_idx=0)
         n_tokens, n_chars, char_dim = embedded.shape
         pooled: List[Tensor] = []
-        for (width, n), weight, bias in zip(self.filters, self.conv_weights, self.conv_biases):
+        for (width, n), weight, bias in zip(self.filters, weights.conv_weights, self.conv_biases):
             n_pos = n_chars - width + 1
             # Overlapping windows as a view: (tokens, positions, width * char_dim).
             windows = embedded.as_strided(
@@ -153,7 +173,7 @@ class CharEncoder(nn.Module):
             # In training, max() keeps the argmax: its backward is a scatter,
             # much cheaper than amax()'s (which compares the whole conv output).
             best = conv.max(dim=1).values if torch.is_grad_enabled() else conv.amax(dim=1)
-            pooled.append(best + bias)
+            pooled.append(best + bias)  # a bf16 max + the fp32 bias: fp32 from here on
         features = torch.cat(pooled, dim=1)
         return torch.relu(features) if self.activation == "relu" else torch.tanh(features)
 

@@ -2,11 +2,13 @@
 import torch
 
 from ..errors import ElmoError
+from .kernels import check_precision
 
 
 def resolve_device(device: str, precision: str = "fp32") -> torch.device:
-    """``--device`` as a torch device: an unknown string, CUDA where torch has none, or a
-    GPU with ``--precision int8`` (a CPU path) is a one-line error naming the option
+    """``--device`` as a torch device: an unknown string, CUDA where torch has none, a
+    GPU with ``--precision int8`` (a CPU path) or ``--precision bf16`` where the device
+    has no native bf16 (unless forced) is a one-line error naming the option
     (the code is device-agnostic; nothing needs a GPU)."""
     try:
         resolved = torch.device(device)
@@ -16,4 +18,5 @@ def resolve_device(device: str, precision: str = "fp32") -> torch.device:
         raise ElmoError(f"--precision int8 runs on the CPU only, not --device {device}")
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ElmoError(f"--device {device}: CUDA is not available to torch here")
+    check_precision(precision, "--precision", device=resolved)
     return resolved

@@ -12,21 +12,29 @@
 * plain ``torch.addmm`` (GPU, half precision, neither library, or ``packed=False``);
 * int8 (``precision="int8"``): the weight quantized per output channel,
   activations quantized dynamically per call (fbgemm/oneDNN through
-  ``quantized.linear_dynamic``; 8 bits with AVX-512 VNNI, else 7), fp32 in and out.
+  ``quantized.linear_dynamic``; 8 bits with AVX-512 VNNI, else 7), fp32 in and out;
+* bf16 (``precision="bf16"``): a bfloat16 copy of the weight (oneDNN-packed where
+  the CPU has native bf16), the activations rounded to bf16 per call, products
+  summed in fp32 by the GEMM, the result rounded to bf16 once and returned as
+  fp32 with the bias (and ``add``) added in fp32.
 
 Packed copies are opaque tensors: they are rebuilt (never pickled or copied)
 and only used without autograd.
 """
+import os
 import warnings
 from contextlib import contextmanager
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional, Union
 
 import torch
 from torch import Tensor
 
 from ..errors import ElmoError
 
-PRECISIONS = ("fp32", "int8")
+PRECISIONS = ("fp32", "int8", "bf16")
+# Set to 1 to run precision "bf16" where the device has no native bf16 (torch
+# emulates it, slower than fp32: for tests and trying it out).
+FORCE_BF16_ENV = "SPACY_ELMO_FORCE_BF16"
 # The batch size a packed layout is tuned for; any batch size works with it.
 PACK_BATCH_HINT = 64
 # False inside ``unpacked()``.
@@ -63,10 +71,33 @@ def int8_available() -> bool:
     return hasattr(torch.ops.quantized, "linear_dynamic") and any(e in engines for e in ("x86", "fbgemm", "onednn"))
 
 
-def check_precision(precision: str, what: str = "precision") -> None:
-    """``what`` names the setting in the message (``--precision``, ``elmo precision``)."""
+def native_cpu_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX): where bf16 pays."""
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def native_bf16(device: Union[str, torch.device]) -> bool:
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and native_cpu_bf16()
+
+
+def bf16_forced() -> bool:
+    return os.environ.get(FORCE_BF16_ENV, "").strip() not in ("", "0")
+
+
+def check_precision(precision: str, what: str = "precision", device: Optional[Union[str, torch.device]] = None) -> None:
+    """``what`` names the setting in the message (``--precision``, ``elmo precision``).
+    With a ``device``: also refuse "bf16" where it is not native (unless forced), before
+    anything is loaded."""
     if precision not in PRECISIONS:
         raise ElmoError(f"{what} must be one of {PRECISIONS}, got {precision!r}")
+    if device is not None and precision == "bf16" and not native_bf16(device) and not bf16_forced():
+        on_cpu = torch.device(device).type == "cpu"
+        where = "this CPU has neither AVX512-BF16 nor AMX" if on_cpu else f"{device} has no bf16 support"
+        raise ElmoError(f"{what} 'bf16' needs native bf16 and {where} (torch would emulate it, slower than "
+                        f"fp32): use 'fp32' or 'int8', or set {FORCE_BF16_ENV}=1 to run it emulated anyway")
 
 
 def weights_version(tensors: Iterable[Tensor]) -> tuple:
@@ -79,7 +110,7 @@ def weights_version(tensors: Iterable[Tensor]) -> tuple:
 
 
 class PackedLinear:
-    """``x (B, in) -> x @ weight + bias (+ add)``, fp32 or int8, packed at construction."""
+    """``x (B, in) -> x @ weight + bias (+ add)``, fp32, int8 or bf16, packed at construction."""
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor] = None, precision: str = "fp32", packed: bool = True):
         check_precision(precision)
@@ -92,6 +123,8 @@ class PackedLinear:
             if not on_cpu_fp32 or not int8_available():
                 raise ElmoError("precision 'int8' needs fp32 weights on the CPU and a torch build with fbgemm/onednn")
             self.kind, self.packed = "int8", _quantize_per_channel(transposed, self.bias)
+        elif precision == "bf16":
+            self._init_bf16(transposed.to(torch.bfloat16), packed and _packing)
         elif packed and _packing and on_cpu_fp32 and _onednn_available():
             self.kind, self.packed = "onednn", torch.ops.mkldnn._reorder_linear_weight(transposed, PACK_BATCH_HINT)
         elif packed and _packing and on_cpu_fp32 and _mkl_available():
@@ -111,9 +144,37 @@ class PackedLinear:
             out = torch.ops.mkl._mkl_linear(inputs, self.packed, self.transposed, self.bias, inputs.shape[0])
         elif self.kind == "int8":
             out = torch.ops.quantized.linear_dynamic(inputs, self.packed, INT8_REDUCE_RANGE)
+        elif self.kind.startswith("bf16"):
+            return self._bf16_call(inputs, add)
         else:
             out = torch.addmm(self.bias, inputs, self.weight) if self.bias is not None else inputs @ self.weight
         return out.add_(add) if add is not None else out
+
+    def _init_bf16(self, transposed: Tensor, packed: bool) -> None:
+        """oneDNN's packed bf16 layout where the CPU has native bf16 (the only place its
+        bf16 kernels run), else a plain bf16 matrix for torch.mm (emulated on such CPUs)."""
+        if packed and transposed.device.type == "cpu" and native_cpu_bf16() and _onednn_available():
+            try:
+                self.kind = "bf16-onednn"
+                self.packed = torch.ops.mkldnn._reorder_linear_weight(transposed, PACK_BATCH_HINT)
+                return
+            except RuntimeError:  # a oneDNN build without bf16 kernels for this CPU
+                pass
+        self.kind, self.weight = "bf16", transposed.t()
+
+    def _bf16_call(self, inputs: Tensor, add: Optional[Tensor]) -> Tensor:
+        """fp32 out: the first fp32 addend promotes the bf16 product in the same pass."""
+        product = self._bf16_product(inputs.to(torch.bfloat16))
+        if self.bias is not None and add is not None:
+            return torch.add(add, product).add_(self.bias)
+        addend = add if add is not None else self.bias
+        return torch.add(addend, product) if addend is not None else product.float()
+
+    def _bf16_product(self, inputs: Tensor) -> Tensor:
+        """``inputs @ weight`` in bf16 (the GEMM sums in fp32), without the bias."""
+        if self.kind == "bf16-onednn":
+            return torch.ops.mkldnn._linear_pointwise(inputs, self.packed, None, "none", [], "")
+        return torch.mm(inputs, self.weight)
 
 
 def _quantize_per_channel(transposed: Tensor, bias: Optional[Tensor]):

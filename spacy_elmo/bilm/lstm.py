@@ -118,7 +118,8 @@ class ProjectedLstm(nn.Module):
         return self._run_autograd(input_gates, state, lengths)
 
     def set_precision(self, precision: str) -> None:
-        """``"fp32"`` (exact) or ``"int8"`` (quantized copies of the weights, inference only)."""
+        """``"fp32"`` (exact), ``"int8"`` (quantized copies of the weights) or ``"bf16"``
+        (bfloat16 copies; the cell state and outputs stay fp32), the last two inference only."""
         check_precision(precision)
         self.precision = precision
         self._kernels = None

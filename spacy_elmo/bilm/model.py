@@ -55,8 +55,9 @@ class ElmoBiLM(nn.Module):
     def from_files(cls, options_file: PathLike, weight_file: PathLike, device: Union[str, torch.device] = "cpu",
                    precision: str = "fp32") -> "ElmoBiLM":
         """Load bilm-tf/AllenNLP ``options.json`` + ``weights.hdf5``, in eval mode.
-        ``precision``: "fp32" (exact) or "int8" (quantized inference on CPU; see ``set_precision``)."""
-        check_precision(precision)
+        ``precision``: "fp32" (exact), "int8" or "bf16" (faster inference; see ``set_precision``).
+        bf16 where the device has no native bf16 is refused here, before reading anything."""
+        check_precision(precision, device=device)
         options = ElmoOptions.from_file(options_file)
         model = cls(options)
         model.load_tf_arrays(read_weights(options, weight_file))
@@ -81,8 +82,11 @@ class ElmoBiLM(nn.Module):
         """"fp32": the exact path. "int8": the LSTM's input, recurrent and projection
         matmuls and the highway/projection layers run int8 weights (per output
         channel) with dynamically quantized activations (fbgemm/onednn), on CPU,
-        without gradients. The fp32 weights stay: saving and switching back are exact."""
-        check_precision(precision)
+        without gradients. "bf16": those and the char CNN run bfloat16 copies of the
+        weights (fp32 sums; the LSTM cell state, activations and outputs stay fp32),
+        without gradients, where the device has native bf16 (else refused unless
+        ``SPACY_ELMO_FORCE_BF16=1``). The fp32 weights stay: saving and switching back are exact."""
+        check_precision(precision, device=self.device)
         if precision == "int8":
             if self.device.type != "cpu":
                 raise ElmoError(f"precision 'int8' runs on the CPU only (this biLM is on {self.device})")

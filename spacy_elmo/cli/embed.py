@@ -346,7 +346,7 @@ def embed_command(
     ),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda:0"),
     max_length: int = typer.Option(256, "--max-length", help="Longer lines run in overlapping windows of this many tokens (0: never; --stateful: never)"),
-    precision: str = typer.Option("fp32", "--precision", help="fp32 (exact) or int8 (quantized matmuls on CPU: faster, within ~1e-2)"),
+    precision: str = typer.Option("fp32", "--precision", help="fp32 (exact), int8 (quantized matmuls on CPU: faster, within ~1e-2) or bf16 (bfloat16 matmuls where the CPU/GPU has native bf16; SPACY_ELMO_FORCE_BF16=1 runs it emulated elsewhere)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUTPUT_FILE if it exists (else an existing one is refused)"),
 ):
     """Embed a file of sentences with an ELMo biLM (like AllenNLP's `allennlp elmo`).

@@ -56,7 +56,7 @@ def build_bilm_model(
         attrs={
             "max_segment_length": max_segment_length,
             "cache": LayerCache(cache_mb),
-            # "fp32" (exact) or "int8" (quantized inference; see bilm/kernels.py).
+            # "fp32" (exact), "int8" or "bf16" (faster inference; see bilm/kernels.py).
             "precision": "fp32",
             # The sizes the config asked for (None: whatever the weights have).
             "expected_options": options.to_dict() if options else None,
@@ -132,15 +132,17 @@ def set_cache_size(model: BilmModel, max_mb: float) -> None:
     model.attrs["cache"] = LayerCache(max_mb)
 
 
-def set_precision(model: BilmModel, precision: str) -> None:
-    """How prediction runs the biLM: "fp32" (exact) or "int8" (CPU, inference only).
-    Applied to the torch module at its next prediction (also after loading)."""
-    check_precision(precision)
+def set_precision(model: BilmModel, precision: str, what: str = "precision") -> None:
+    """How prediction runs the biLM: "fp32" (exact), "int8" (CPU) or "bf16" (where the
+    device has native bf16, else refused unless forced), the last two inference only.
+    Checked now, before any weights load; applied to the torch module at its next
+    prediction (also after loading)."""
+    check_precision(precision, what, device=get_torch_default_device())
     model.attrs["precision"] = precision
 
 
 def _weights_key(bilm: ElmoBiLM) -> Tuple:
-    # int8 outputs differ from fp32 ones: a precision change empties the cache too.
+    # int8/bf16 outputs differ from fp32 ones: a precision change empties the cache too.
     return (bilm.precision,) + weights_version(bilm.parameters())
 
 

@@ -93,8 +93,10 @@ def make_elmo(
     stays on the Doc ("all" layers, the token "mix", or "none");
     store_dtype: "float32" or "float16"; token_mix: layer weights for
     token._.elmo (null: the average); cache_size_mb: memory for cached biLM
-    outputs (0: no cache); precision: "fp32" (exact) or "int8" (quantized
-    matmuls on CPU: faster, inference only, within ~1e-2 of fp32).
+    outputs (0: no cache); precision: "fp32" (exact), "int8" (quantized
+    matmuls on CPU: faster, inference only, within ~1e-2 of fp32) or "bf16"
+    (bfloat16 matmuls, inference only, where the CPU has native bf16: AVX512-BF16
+    or AMX; refused elsewhere unless SPACY_ELMO_FORCE_BF16=1).
     """
     if not _building_from_config():
         # A typo in a named file fails here, not at the first doc; the weights still load lazily.
@@ -171,7 +173,7 @@ class ElmoComponent(TrainablePipe):
         self._weight_source = {"options_file": options_file, "weight_file": weight_file, "bilm_dir": bilm_dir}
         self.listener_map: Dict[str, List[Model]] = {}
         set_cache_size(model, cache_size_mb)
-        set_precision(model, precision)
+        set_precision(model, precision, "elmo precision")
         install_extensions()
 
     # -- listeners (spaCy's ListenedToComponent protocol) ---------------------

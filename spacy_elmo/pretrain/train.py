@@ -28,6 +28,7 @@ from tqdm import tqdm
 from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.language_model import BidirectionalLM
 from ..bilm.device import resolve_device
+from ..bilm.kernels import native_cpu_bf16
 from ..bilm.model import OPTIONS_NAME
 from ..bilm.lm_head import NORMALISED_KINDS, build_lm_head
 from .batches import epoch_batches
@@ -101,10 +102,6 @@ def setup_distributed(device: torch.device) -> Distributed:
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return Distributed(dist.get_rank(), dist.get_world_size())
-
-
-def native_cpu_bf16() -> bool:
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def choose_device(device: str) -> torch.device:
