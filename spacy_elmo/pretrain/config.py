@@ -79,6 +79,10 @@ adaptive_div_value = 4.0
 vmf_l1 = 0.02
 # "auto": bf16 where the device computes it natively (AVX512-BF16/AMX CPUs, bf16 GPUs), else fp32.
 precision = "fp32"
+# "all" trains the biLM and its LM head; "head" keeps the biLM (char CNN and
+# LSTMs) fixed and trains the head alone (e.g. to fit a head to a headless biLM,
+# so that its perplexity can be measured).
+train_only = "all"
 log_every_steps = 10
 eval_every_steps = 500
 checkpoint_every_steps = 500
@@ -87,6 +91,7 @@ checkpoint_every_minutes = 10.0
 
 OPTIMIZERS = ("adam", "adagrad", "sgd")
 PRECISIONS = ("fp32", "bf16", "auto")
+TRAIN_ONLY = ("all", "head")
 TEXT_FORMATS = ("auto", "lines", "paragraphs")
 # Settings a resumed run may change: everything else must match the checkpoint.
 RESUMABLE_CHANGES = (
@@ -144,6 +149,7 @@ def validate(config: Config) -> None:
     _check(isinstance(t["warmup_steps"], int) and t["warmup_steps"] >= 0, "training.warmup_steps", "must be an integer >= 0")
     _check(t["optimizer"] in OPTIMIZERS, "training.optimizer", f"must be one of {OPTIMIZERS}, got {t['optimizer']!r}")
     _check(t["softmax"] in SOFTMAX_KINDS, "training.softmax", f"must be one of {SOFTMAX_KINDS}, got {t['softmax']!r}")
+    _check(t["train_only"] in TRAIN_ONLY, "training.train_only", f"must be one of {TRAIN_ONLY}, got {t['train_only']!r}")
     _check(t["precision"] in PRECISIONS, "training.precision", f"must be one of {PRECISIONS}, got {t['precision']!r}")
     _check(isinstance(t["n_samples"], int) and t["n_samples"] >= 1, "training.n_samples", "must be a positive integer")
     cutoffs = t["adaptive_cutoffs"]
@@ -212,11 +218,15 @@ def model_section(options: ElmoOptions) -> Dict[str, Any]:
 def config_differences(saved: Config, current: Config, allowed: Sequence[str] = RESUMABLE_CHANGES) -> List[Tuple[str, Any, Any]]:
     """Settings that differ between two configs, except those a resume may change."""
     found = []
+    # A setting added after the checkpoint was written counts as its default there.
+    defaults = Config().from_str(DEFAULT_CONFIG)
     for section in sorted(set(saved) | set(current)):
         keys = set(saved.get(section, {})) | set(current.get(section, {}))
         for key in sorted(keys):
             name = f"{section}.{key}"
-            a, b = saved.get(section, {}).get(key), current.get(section, {}).get(key)
+            in_saved = saved.get(section, {})
+            a = in_saved[key] if key in in_saved else defaults.get(section, {}).get(key)
+            b = current.get(section, {}).get(key)
             if name not in allowed and not _same_setting(section, a, b):
                 found.append((name, a, b))
     return found

@@ -132,6 +132,8 @@ def build_language_model(config: Config, options: ElmoOptions, vocab: Vocabulary
         say(f"warm start from {warm.directory}: biLM weights, and the LM head's rows of {kept:,} of "
               f"{len(vocab):,} words" + ("" if warm.softmax_kind == head.kind else
                                          f" (none: its head is {warm.softmax_kind or 'absent'}, this run trains {head.kind})"))
+    if t["train_only"] == "head":
+        bilm.requires_grad_(False)  # make_optimizer then updates the head alone
     return BidirectionalLM(bilm, head).train()
 
 
