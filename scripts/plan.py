@@ -2,13 +2,17 @@
 
     python scripts/plan.py PRETRAIN_CONFIG REPORT_FILE --tokens-per-sec N \\
         --task-minutes RUN=MINUTES,... --data-minutes N --machine TEXT [--seeds 0,1,2] \
-        [--max-steps N] [--other-minutes STEP=MINUTES,...]
+        [--max-steps N] [--other-minutes STEP=MINUTES,...] \
+        [--adapt-config CFG --adapt-steps N --adapt-head-steps N --adapt-tasks N] [--optional-minutes STEP=MINUTES,...]
 
 Printed before the long run starts (and written to REPORT_FILE). The
 pretraining time follows from the config's steps (or the ``--max-steps`` the
 workflow overrides them with) and batch size and the
 measured training speed; the task-training times are measured minutes per
-seed. The measurements themselves are ``project.yml`` vars (``plan_*``: where
+seed. Steps outside `all` (the dev search, ``adapt-bilm``) are listed apart,
+below the total: ``adapt-bilm`` from its config's batch size, its steps (the
+head-only start and the adaptation, per task) and the same pretraining speed.
+The measurements themselves are ``project.yml`` vars (``plan_*``: where
 they were measured and how), the one place to change on another machine.
 """
 from pathlib import Path
@@ -50,6 +54,11 @@ def main(
     data_minutes: float = typer.Option(..., "--data-minutes", help="minutes to fetch and prepare the data"),
     machine: str = typer.Option(..., "--machine", help="where the minutes were measured, for the title"),
     other_minutes: str = typer.Option("", "--other-minutes", help="STEP=MINUTES,...: measured minutes of steps run once, not per seed (~MINUTES: an estimate)"),
+    adapt_config: Optional[Path] = typer.Option(None, "--adapt-config", exists=True, dir_okay=False, help="adapt-bilm's pretrain config (listed apart: not in `all`)"),
+    adapt_steps: int = typer.Option(0, "--adapt-steps", min=0, help="adapt-bilm's steps (biLM and head), per task"),
+    adapt_head_steps: int = typer.Option(0, "--adapt-head-steps", min=0, help="adapt-bilm's head-only steps, per task"),
+    adapt_tasks: int = typer.Option(2, "--adapt-tasks", min=1, help="tasks adapt-bilm adapts a biLM for"),
+    optional_minutes: str = typer.Option("", "--optional-minutes", help="STEP=MINUTES,...: steps outside `all` (~MINUTES: an estimate)"),
 ):
     """Print the expected duration of each part of the full run."""
     # Only [training] is read: the paths a run needs are not checked here.
@@ -73,6 +82,18 @@ def main(
     lines += [f"| {name} | {minutes:.0f} | {basis} |" for name, minutes, basis in rows]
     lines += [f"| **total** | **{total:.0f}** (about {total / 60:.1f} hours) | |", "",
               "Every step resumes where it stopped: re-run `spacy project run all` after an interruption."]
+    optional = [(name, minutes, basis(optional_minutes, name, minutes, "min"))
+                for name, minutes in parse_minutes(optional_minutes, "--optional-minutes").items()]
+    if adapt_config is not None:
+        batch = load_config(adapt_config, overrides)["training"]["batch_size"]
+        steps = adapt_tasks * (adapt_head_steps + adapt_steps)
+        optional.append((f"adapt-bilm ({adapt_tasks} tasks x ({adapt_head_steps} head-only + {adapt_steps}) steps x "
+                         f"{batch} tokens at {tokens_per_sec:.0f} tokens/s)", steps * batch / tokens_per_sec / 60,
+                         "from the measured pretraining speed (head-only steps cost less: an upper bound)"))
+    if optional:
+        lines += ["", "Not in `all` (run on purpose: `spacy project run STEP`):", "",
+                  "| step | minutes | basis |", "|---|---|---|"]
+        lines += [f"| {name} | {minutes:.0f} | {basis} |" for name, minutes, basis in optional]
     text = "\n".join(lines) + "\n"
     report_file.parent.mkdir(parents=True, exist_ok=True)
     report_file.write_text(text, encoding="utf8")

@@ -147,7 +147,9 @@ def build_elmo_tok2vec_v2(
     ``elmo_output`` is given, ELMo again at the encoder's *output*
     ``[h_k; ELMo_k]`` (the paper's "both", sec. 3.3): a second listener with a
     scalar mix of its own, concatenated with the encoder's output (width
-    ``width`` + 2P). Without ``elmo_output`` it is v1."""
+    ``width`` + 2P). Without ``elmo_output`` it is v1. The elmo component finds
+    the output-side listener first: ``listener_mix_weights()[component]`` is
+    ``[output side, input side]``."""
     inner = build_elmo_tok2vec_v1(elmo, embed, encode, width)
     if elmo_output is None:
         return inner

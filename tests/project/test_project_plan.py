@@ -63,3 +63,19 @@ def test_plan_counts_the_steps_the_workflow_runs_of_a_warm_start_config(tmp_path
     assert result.exit_code == 0, result.output
     text = (tmp_path / "plan.md").read_text()
     assert "| pretrain (1500 steps x 4096 tokens at 4096 tokens/s) | 25 |" in text  # 1500 s, not the config's 1000 steps
+
+
+def test_steps_outside_all_are_listed_apart_with_adapt_bilm_from_its_config(tmp_path):
+    result = run_cli(plan.main, [
+        CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--seeds", "0", "--tokens-per-sec", "4096",
+        "--task-minutes", "ner_cnn=9", "--data-minutes", "5", "--machine", "x",
+        "--adapt-config", CONFIGS / "pretrain_adapt.cfg", "--adapt-steps", "200", "--adapt-head-steps", "100",
+        "--optional-minutes", "search-ner=~290",
+    ])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "plan.md").read_text()
+    total, _, apart = text.partition("Not in `all`")
+    assert "| **total** | **81** (about 1.3 hours) | |" in total  # 5 + 66.7 + 9: the optional steps not added
+    assert "| search-ner | 290 | estimated (not measured yet): 290 min |" in apart
+    # 2 tasks x 300 steps x 4096 tokens at 4096 tokens/s = 600 s
+    assert "| adapt-bilm (2 tasks x (100 head-only + 200) steps x 4096 tokens at 4096 tokens/s) | 10 |" in apart
