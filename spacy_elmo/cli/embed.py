@@ -224,7 +224,8 @@ def _embed_batches(output_file: Path, bilm: ElmoBiLM, sentences, batches, run_id
             if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS or number == len(batches) - 1:
                 out.flush()
                 if stateful:
-                    numpy.savez(state_file, **bilm.export_states())
+                    # ignore: numpy's stub cannot tell that no key is savez's own allow_pickle
+                    numpy.savez(state_file, **bilm.export_states())  # type: ignore[arg-type]
                 write_json_atomic(progress_file, {"run": run_id, "done_batches": number + 1})
                 last_checkpoint = time.monotonic()
         if lines_to_index is not None:
