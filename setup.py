@@ -33,7 +33,9 @@ setup(
         "matplotlib>=3.5",
     ],
     extras_require={
-        "test": ["pytest>=7"],
+        # ruff and mypy: the lint, format and type gate (`make lint`), pinned so every machine gives one
+        # verdict (mypy 2.x needs Python 3.10+; the Makefile runs 3.11).
+        "test": ["pytest>=7", "ruff==0.17.6", "mypy==2.4.1; python_version >= '3.10'"],
     },
     entry_points={
         "console_scripts": ["spacy-elmo = spacy_elmo.cli:main"],
