@@ -1,5 +1,6 @@
 # One command per job on a fresh machine (Python 3.11 + pip, no torch needed):
-#   make test   - create .venv, install everything, run the test suite
+#   make test   - create .venv, install everything, run the lint/type gate and the test suite
+#   make lint   - the gate alone: ruff (lint and format check) and mypy on spacy_elmo/
 #   make demo   - create .venv, install everything, run the project's demo workflow
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +9,7 @@ PY := $(VENV)/bin/python
 TORCH_VERSION ?= 2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-slow demo embed-sample bench bench-pipelines clean
+.PHONY: setup lint test test-slow demo embed-sample bench bench-pipelines clean
 
 setup: $(VENV)/.installed
 
@@ -19,7 +20,12 @@ $(VENV)/.installed: setup.py
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
-test: setup
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy spacy_elmo
+
+test: lint
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)
 
 test-slow: setup

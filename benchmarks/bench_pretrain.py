@@ -108,7 +108,7 @@ def main() -> None:
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
         def step(batch):
-            train_step(lm, optimizer, batch, training["dropout"], training["grad_clip"], autocast)
+            train_step(lm, optimizer, batch, training["dropout"], training["grad_clip"], autocast)  # noqa: B023 (called in this iteration only)
 
         def tensors(i):
             return make_batch([sentences[j] for j in batches[i % len(batches)]], corpus.type_chars, type_words)

@@ -1,6 +1,6 @@
 """Registered model builders (the names configs use). Builders only: the
 layers themselves live in ``spacy_elmo.layers``."""
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -15,7 +15,7 @@ from .layers.scalar_mix import build_scalar_mix
 
 # ElmoOptions is the one schema: the sizes a config gives (all or none) and the defaults of the rest.
 _SIZES = ElmoOptions.size_names()
-_DEFAULT = {f.name: f.default for f in ElmoOptions.option_fields()}
+_DEFAULT: Dict[str, Any] = {f.name: f.default for f in ElmoOptions.option_fields()}
 
 
 @registry.architectures("spacy-elmo.ElmoBiLM.v1")

@@ -11,11 +11,12 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from .lm_head import LmHead, VmfHead
 from .model import ElmoBiLM
 
 
 class BidirectionalLM(nn.Module):
-    def __init__(self, bilm: ElmoBiLM, head: nn.Module):
+    def __init__(self, bilm: ElmoBiLM, head: LmHead):
         super().__init__()
         self.bilm = bilm
         self.head = head
@@ -53,7 +54,7 @@ class BidirectionalLM(nn.Module):
         for a head without word probabilities (vmf), its own loss."""
         hidden, targets = self._predictions(type_chars, type_index, word_ids, lengths, 0.0)
         n = targets.shape[0] // 2
-        if not hasattr(self.head, "target_log_probs"):
+        if isinstance(self.head, VmfHead):  # no word probabilities
             losses = self.head(hidden.float(), targets)
             return float(losses[:n].sum()), float(losses[n:].sum()), self._scored(targets[:n])
         log_probs = self.head.target_log_probs(hidden, targets)
@@ -62,7 +63,7 @@ class BidirectionalLM(nn.Module):
     def _scored(self, targets: Tensor) -> int:
         """Predictions that count: all, or for a vmf head those whose word has a vector
         (the same words in both directions: each sentence's words plus one boundary)."""
-        if hasattr(self.head, "has_target"):
+        if isinstance(self.head, VmfHead):
             return int(self.head.has_target(targets).sum())
         return int(targets.shape[0])
 

@@ -19,7 +19,7 @@ log-likelihoods; ``target_log_probs`` gives the exact normalised values.
 The vocabulary must be sorted by frequency (row 0 the most frequent).
 """
 import math
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Union
 
 import numpy
 import torch
@@ -61,6 +61,7 @@ class FullSoftmax(nn.Module):
 
 class SampledSoftmax(FullSoftmax):
     kind = "sampled"
+    log_expected: Tensor  # a buffer
 
     def __init__(self, input_dim: int, vocab_size: int, n_samples: int):
         super().__init__(input_dim, vocab_size)
@@ -151,6 +152,7 @@ class VmfHead(nn.Module):
     word has no vector (an all-zero row) are left out of the loss."""
 
     kind = "vmf"
+    targets: Tensor  # a buffer
 
     def __init__(self, input_dim: int, vocab_size: int, target_vectors: Tensor, l1: float = 0.02):
         super().__init__()
@@ -184,9 +186,12 @@ class VmfHead(nn.Module):
         return {"l1": self.l1}
 
 
+LmHead = Union[FullSoftmax, AdaptiveSoftmax, VmfHead]  # SampledSoftmax is a FullSoftmax
+
+
 def build_lm_head(kind: str, input_dim: int, vocab_size: int, n_samples: int = 8192,
                   cutoffs: Sequence[int] = (), div_value: float = 4.0, target_vectors=None,
-                  l1: float = 0.02) -> nn.Module:
+                  l1: float = 0.02) -> LmHead:
     if kind == "full":
         return FullSoftmax(input_dim, vocab_size)
     if kind == "sampled":

@@ -10,7 +10,7 @@ Internally W_0 is split into an input part (applied to all time steps at once,
 outside the recurrent loop) and a state part, and the gate blocks are stored
 as (i, f, o, j) so the three sigmoids are one call.
 """
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy
 import torch
@@ -46,6 +46,7 @@ class ProjectedLstm(nn.Module):
     # Inference on CPU uses packed copies of the weights (oneDNN or MKL layout:
     # more memory, ~2x faster recurrent steps); set False to save the memory.
     use_packed_weights = True
+    forget_offset: Tensor  # a buffer
 
     def __init__(self, input_dim: int, cell_dim: int, proj_dim: int, cell_clip: float, proj_clip: float):
         super().__init__()
@@ -167,7 +168,7 @@ class ProjectedLstm(nn.Module):
                 h.copy_(proj_mm(hidden))
                 if self.proj_clip:
                     h.clamp_(-self.proj_clip, self.proj_clip)
-                if ends and t in ends:
+                if final_c is not None and t in ends:
                     final_c[ends[t]] = c[ends[t]]
         return outputs, self._final_state(outputs, final_c, lengths)
 
@@ -201,6 +202,7 @@ class ProjectedLstm(nn.Module):
         rows = torch.arange(outputs.shape[1], device=outputs.device)
         last = (lengths - 1).clamp(min=0).to(outputs.device)
         h = outputs[last, rows]
+        assert cells is not None  # both callers give cells whenever they give lengths
         c = cells[last, rows] if per_step_cells else cells
         return h, c
 
@@ -319,11 +321,11 @@ class _FusedLstmSequence(torch.autograd.Function):
         return grad_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None
 
 
-def _rows_ending_at(lengths: Optional[Tensor], n_steps: int):
+def _rows_ending_at(lengths: Optional[Tensor], n_steps: int) -> Dict[int, List[int]]:
     """{step: rows whose last real position is that step}, for rows ending early."""
     if lengths is None:
         return {}
-    ends = {}
+    ends: Dict[int, List[int]] = {}
     for row, length in enumerate(lengths.tolist()):
         ends.setdefault(max(length - 1, 0), []).append(row)
     return ends

@@ -1,6 +1,6 @@
 """ElmoBiLM: the character CNN + biLSTM language model, in plain PyTorch."""
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 import torch
@@ -10,7 +10,7 @@ from torch.nn import functional as F
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
 from .kernels import check_precision, int8_available
-from .lstm import BiLstm, State
+from .lstm import BiLstm, ProjectedLstm, State
 from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
 from .options import ElmoOptions
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
@@ -126,8 +126,10 @@ class ElmoBiLM(nn.Module):
                 arrays[f"{prefix}/W_0"], arrays[f"{prefix}/B"], arrays[f"{prefix}/W_P_0"] = layer.tf_arrays()
         return arrays
 
-    def _lstm_stacks(self) -> Tuple[nn.ModuleList, nn.ModuleList]:
-        return self.bilstm.forward_layers, self.bilstm.backward_layers
+    def _lstm_stacks(self) -> Tuple[Sequence[ProjectedLstm], Sequence[ProjectedLstm]]:
+        # cast: nn.ModuleList is not generic; these hold ProjectedLstm layers only.
+        stacks = (self.bilstm.forward_layers, self.bilstm.backward_layers)
+        return cast(Tuple[Sequence[ProjectedLstm], Sequence[ProjectedLstm]], stacks)
 
     @property
     def output_dim(self) -> int:
@@ -185,7 +187,7 @@ class ElmoBiLM(nn.Module):
         lengths = lengths.to(self.device)
         initial = self._initial_states(char_ids.shape[0]) if stateful else None
         tokens, lstm_layers, finals = self.contextual(*unique_types(char_ids), lengths, initial, return_states=stateful)
-        if stateful:
+        if finals is not None:  # stateful: the final states were asked for
             self._update_states(finals)
         layers = torch.stack([torch.cat([tokens, tokens], dim=-1)] + lstm_layers).transpose(1, 2)
         mask = torch.arange(layers.shape[2], device=self.device).unsqueeze(0) < lengths.unsqueeze(1)
@@ -266,7 +268,7 @@ class ElmoBiLM(nn.Module):
             return self._embed_windowed(sentences, max_length)
         return self._embed(sentences, stateful)
 
-    def _embed(self, sentences: List[List[str]], stateful: bool) -> List[numpy.ndarray]:
+    def _embed(self, sentences: Sequence[Sequence[str]], stateful: bool) -> List[numpy.ndarray]:
         if stateful:
             groups = [list(range(len(sentences)))] if sentences else []
         else:
@@ -279,7 +281,7 @@ class ElmoBiLM(nn.Module):
         with torch.no_grad():
             return embed_sentences(sentences, groups, self.options.max_characters_per_token, run)
 
-    def _embed_windowed(self, sentences: List[List[str]], max_length: int) -> List[numpy.ndarray]:
+    def _embed_windowed(self, sentences: Sequence[Sequence[str]], max_length: int) -> List[numpy.ndarray]:
         windows = [strided_windows(0, len(s), max_length) for s in sentences]
         pieces = self._embed([s[w.start : w.end] for s, ws in zip(sentences, windows) for w in ws], stateful=False)
         results, taken = [], 0

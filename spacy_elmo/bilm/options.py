@@ -87,7 +87,7 @@ class ElmoOptions:
     n_filters: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.filters = [tuple(f) for f in self.filters]  # type: ignore[misc]
+        self.filters = [tuple(f) for f in self.filters]  # type: ignore[misc]  # JSON rows: validate() checks lengths
         self.validate()
         self.n_filters = sum(n for _, n in self.filters)
 
@@ -217,7 +217,7 @@ class ElmoOptions:
 def preset(name: str) -> ElmoOptions:
     """The published sizes (bilm-tf's README): "original" (2x4096_512_2048cnn_2xhighway),
     "medium" (2x2048_256_2048cnn_1xhighway), "small" (2x1024_128_2048cnn_1xhighway)."""
-    sizes = {
+    sizes: Dict[str, Dict[str, Any]] = {
         "original": dict(n_highway=2, projection_dim=512, lstm_dim=4096),
         "medium": dict(n_highway=1, projection_dim=256, lstm_dim=2048),
         "small": dict(n_highway=1, projection_dim=128, lstm_dim=1024),
@@ -225,5 +225,5 @@ def preset(name: str) -> ElmoOptions:
     if name not in sizes:
         raise ElmoOptionsError(f"unknown preset {name!r}; choose one of {sorted(sizes)}")
     return ElmoOptions(
-        char_dim=16, filters=[tuple(f) for f in _PUBLISHED_FILTERS], n_layers=2, source=f"preset {name}", **sizes[name]
+        char_dim=16, filters=[(width, n) for width, n in _PUBLISHED_FILTERS], n_layers=2, source=f"preset {name}", **sizes[name]
     )

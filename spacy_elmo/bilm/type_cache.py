@@ -52,10 +52,9 @@ class TypeCache:
         missing = [k for k, key in enumerate(keys) if key not in self._vectors]
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)
-        fresh = encoder(type_chars[missing]) if missing else None
-        vectors = [self._vectors.get(key) for key in keys]
-        for row, k in enumerate(missing):
-            vectors[k] = fresh[row].clone()  # its own storage: an entry must not keep its batch alive
+        fresh = dict(zip(missing, encoder(type_chars[missing]))) if missing else {}
+        # A fresh vector gets its own storage (clone): an entry must not keep its batch alive.
+        vectors = [fresh[k].clone() if k in fresh else self._vectors[key] for k, key in enumerate(keys)]
         for key, vector in zip(keys, vectors):
             self._vectors[key] = vector
             self._vectors.move_to_end(key)

@@ -9,15 +9,16 @@ Kept in ``doc.user_data`` as plain arrays:
   form is not (float16, mix only, or nothing stored); each listening
   component takes it once and the last one frees it.
 """
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy
 from spacy.tokens import Doc
 
-KEY_LAYERS = ("spacy_elmo", "layers")
-KEY_MIX = ("spacy_elmo", "mix")
-KEY_TOKEN_MIX = ("spacy_elmo", "token_mix")
-KEY_PENDING = ("spacy_elmo", "pending")
+# Any: spaCy's stub types doc.user_data as Dict[str, Any], though spaCy keys it by tuples too.
+KEY_LAYERS: Any = ("spacy_elmo", "layers")
+KEY_MIX: Any = ("spacy_elmo", "mix")
+KEY_TOKEN_MIX: Any = ("spacy_elmo", "token_mix")
+KEY_PENDING: Any = ("spacy_elmo", "pending")
 STORE_CHOICES = ("all", "mix", "none")
 DTYPE_CHOICES = ("float32", "float16")
 

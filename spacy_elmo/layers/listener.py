@@ -128,14 +128,14 @@ def listener_init(model: ListenerModel, X: Optional[List[Doc]] = None, Y=None) -
 def listener_forward(model: ListenerModel, docs: List[Doc], is_train: bool) -> Tuple[List[Floats2d], Callable]:
     mix: MixModel = model.layers[0]
     state: _ListenerState = model.attrs["_state"]
-    if is_train and state.outputs is not None:
+    if is_train and state.outputs is not None and state.backprop is not None:
         if batch_id(docs) != state.batch_id:
             raise ElmoError(
                 "an ELMo listener got a different batch than the one the elmo component sent "
                 "(are two components sharing one listener?)"
             )
-        outputs, send_upstream = state.outputs, state.backprop
-        mixed, backprop_mix = mix(outputs, is_train)
+        send_upstream = state.backprop
+        mixed, backprop_mix = mix(state.outputs, is_train)
         grad_factor = model.attrs["grad_factor"]
 
         def backprop(dY: List[Floats2d]) -> List:

@@ -8,7 +8,7 @@ L2 penalty on s that pulls the weights toward the equal mix (paper sec. 3.2).
 """
 from typing import Callable, List, Optional, Tuple
 
-from thinc.api import Model
+from thinc.api import Model, get_array_module
 from thinc.types import Floats1d, Floats2d, Floats3d
 
 from ..bilm import ElmoError
@@ -86,7 +86,7 @@ def mix_forward(model: MixModel, Xs: List[Floats3d], is_train: bool) -> Tuple[Li
     for X in Xs:
         if X.shape[0] != n_layers:
             raise ElmoError(f"the ELMo scalar mix expects {n_layers} layers, got an input with {X.shape[0]}")
-        X = X.astype("float32", copy=False)
+        X = ops.asarray3f(X)  # float32 (stored layers may be float16)
         if layer_norm:
             X, inv_std = _layer_norm(xp, X)
         else:
@@ -110,7 +110,7 @@ def mix_forward(model: MixModel, Xs: List[Floats3d], is_train: bool) -> Tuple[Li
             d_mixed = gamma * dY
             d_weights += xp.tensordot(X, d_mixed, axes=([1, 2], [0, 1]))
             if model.attrs["input_gradient"]:
-                dX = weights[:, None, None] * d_mixed[None]
+                dX = xp.multiply.outer(weights, d_mixed)  # (L+1, n, width)
                 if inv_std is not None:
                     dX = _layer_norm_backward(dX, X, inv_std)
                 dXs.append(dX)
@@ -127,14 +127,16 @@ def mix_forward(model: MixModel, Xs: List[Floats3d], is_train: bool) -> Tuple[Li
 
 def _layer_norm(xp, X: Floats3d):
     """Normalise every token vector of every layer (no learned scale or shift)."""
-    centered = X - X.mean(axis=-1, keepdims=True)
-    inv_std = 1.0 / xp.sqrt((centered**2).mean(axis=-1, keepdims=True) + LAYER_NORM_EPS)
+    # xp.mean, not X.mean: thinc's array stubs declare no mean() for 3d arrays.
+    centered = X - xp.mean(X, axis=-1, keepdims=True)
+    inv_std = 1.0 / xp.sqrt(xp.mean(centered**2, axis=-1, keepdims=True) + LAYER_NORM_EPS)
     return centered * inv_std, inv_std
 
 
 def _layer_norm_backward(d_normed: Floats3d, normed: Floats3d, inv_std: Floats3d) -> Floats3d:
+    xp = get_array_module(d_normed)
     return inv_std * (
         d_normed
-        - d_normed.mean(axis=-1, keepdims=True)
-        - normed * (d_normed * normed).mean(axis=-1, keepdims=True)
+        - xp.mean(d_normed, axis=-1, keepdims=True)
+        - normed * xp.mean(d_normed * normed, axis=-1, keepdims=True)
     )

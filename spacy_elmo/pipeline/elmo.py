@@ -120,7 +120,7 @@ def _building_from_config() -> bool:
     """Whether spaCy is building a whole pipeline from its config (spacy.load, spacy
     train). A saved pipeline carries its weights, so the files its config names may be
     long gone: they are checked at first use then, not here."""
-    from_config = Language.from_config.__func__.__code__
+    from_config = Language.from_config.__code__  # a bound method's __code__ is its function's
     frame = inspect.currentframe()
     try:
         while frame is not None:
@@ -357,7 +357,7 @@ class ElmoComponent(TrainablePipe):
 
         def accumulate(d_layers: Optional[List[Floats3d]]) -> None:
             if d_layers is not None:
-                losses[self.name] += float(sum((d**2).sum() for d in d_layers))
+                losses[self.name] += float(sum((d**2).sum(axis=None, keepdims=False) for d in d_layers))
                 total[0] = d_layers if total[0] is None else [a + b for a, b in zip(total[0], d_layers)]
             waiting[0] -= 1
             if waiting[0] == 0 and total[0] is not None:  # the last listener has reported

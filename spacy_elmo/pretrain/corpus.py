@@ -10,7 +10,7 @@ arrays of type ids, and each type's character ids are computed once.
 """
 import hashlib
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy
 
@@ -18,6 +18,9 @@ import numpy
 from ..bilm.char_ids import BOS_TOKEN, EOS_TOKEN, token_char_ids
 from ..errors import PretrainDataError
 from ..io import iter_utf8_lines, update_sha256
+
+if TYPE_CHECKING:  # spaCy is imported only when a corpus needs splitting
+    from spacy.language import Language
 
 BOS_TYPE, EOS_TYPE = 0, 1
 
@@ -155,7 +158,7 @@ def _paragraph_sentences(path: Path, lang: str) -> Iterator[List[str]]:
                 yield tokens
 
 
-def _sentence_splitter(lang: str) -> Callable:
+def _sentence_splitter(lang: str) -> "Language":
     import spacy
 
     try:

@@ -23,7 +23,7 @@ import torch
 
 from ..bilm import ElmoBiLM, ElmoOptions
 from ..io import atomic_path, read_jsonl
-from ..bilm.lm_head import head_arrays, load_head_arrays
+from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
 from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.weights import write_weights
 from ..errors import PretrainDataError
@@ -61,7 +61,7 @@ def export_bilm(bilm: ElmoBiLM, output_dir: Path, extra_options: Dict[str, Any])
         options.to_file(tmp)
 
 
-def export_softmax(head: torch.nn.Module, path: Path) -> None:
+def export_softmax(head: LmHead, path: Path) -> None:
     with atomic_path(path) as tmp:
         with h5py.File(tmp, "w") as f:
             f.attrs["kind"] = head.kind

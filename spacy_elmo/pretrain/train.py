@@ -278,11 +278,11 @@ class Run:
     lm: BidirectionalLM
     optimizer: torch.optim.Optimizer
     train_sha256: str
-    model: torch.nn.Module = None  # the lm, or its DistributedDataParallel wrapper
+    model: torch.nn.Module = field(init=False)  # the lm, or its DistributedDataParallel wrapper (start_run)
     progress: Progress = field(default_factory=Progress)
     started: float = field(default_factory=time.perf_counter)  # of this sitting's training
     last_checkpoint: float = 0.0
-    window: LogWindow = None
+    window: LogWindow = field(init=False)  # set when training starts
     batches: List[numpy.ndarray] = field(default_factory=list)  # the current epoch's
     per_process: int = 0
     train_lengths: List[int] = field(default_factory=list)  # tokens per training sentence, computed once

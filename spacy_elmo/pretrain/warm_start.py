@@ -149,7 +149,7 @@ def transfer_head(head: torch.nn.Module, warm: WarmStart, vocab: Vocabulary) -> 
     A head widened with the biLM (``warm_start.projection_dim``) keeps its old
     weights too, giving the new dimensions zero weight (see ``widened``).
     """
-    if warm.softmax_arrays is None or warm.softmax_kind != head.kind:
+    if warm.softmax_arrays is None or warm.vocab is None or warm.softmax_kind != head.kind:
         return 0
     state = head.state_dict()
     # float32, whatever the file holds (a shipped biLM's softmax is float16).
@@ -173,6 +173,7 @@ def transfer_head(head: torch.nn.Module, warm: WarmStart, vocab: Vocabulary) -> 
 
 
 def _transfer_adaptive(state, arrays, head, warm: WarmStart, old_ids: numpy.ndarray) -> int:
+    assert warm.vocab is not None  # transfer_head checked it
     old_cutoffs = [int(c) for c in read_cutoffs(warm)]
     new_bounds = _cluster_bounds(head.cutoffs, head.vocab_size)
     old_bounds = _cluster_bounds(old_cutoffs, len(warm.vocab))
