@@ -5,7 +5,6 @@ batch's layers go straight to the listeners of downstream components; with
 every listener frozen (``grad_factor = 0``, the default) the biLM runs without
 gradients through a bounded cache, so later epochs do not recompute it.
 """
-import inspect
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
@@ -22,6 +21,7 @@ from ..layers.bilm_model import check_precision, get_bilm, set_bilm, set_cache_s
 from ..layers.doc_data import DTYPE_CHOICES, STORE_CHOICES, store_doc_layers, token_mix_weights
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
 from ..loaders import check_weight_source, default_bilm_dir, load_bilm
+from ..spacy_frames import building_from_config
 from .extensions import install_extensions
 
 DEFAULT_ELMO_MODEL = Config().from_str(
@@ -84,8 +84,10 @@ def make_elmo(
     outputs (0: no cache); precision: "fp32" (exact) or "int8" (quantized
     matmuls on CPU: faster, inference only, within ~1e-2 of fp32).
     """
-    if not _building_from_config():
+    if not building_from_config():
         # A typo in a named file fails here, not at the first doc; the weights still load lazily.
+        # Not in spacy.load: a saved pipeline carries its weights, and the files its config
+        # names may be long gone (they are checked at first use then).
         check_weight_source(options_file, weight_file, bilm_dir)
     return ElmoComponent(
         nlp.vocab,
@@ -100,22 +102,6 @@ def make_elmo(
         cache_size_mb=cache_size_mb,
         precision=precision,
     )
-
-
-def _building_from_config() -> bool:
-    """Whether spaCy is building a whole pipeline from its config (spacy.load, spacy
-    train). A saved pipeline carries its weights, so the files its config names may be
-    long gone: they are checked at first use then, not here."""
-    from_config = Language.from_config.__func__.__code__
-    frame = inspect.currentframe()
-    try:
-        while frame is not None:
-            if frame.f_code is from_config:
-                return True
-            frame = frame.f_back
-        return False
-    finally:
-        del frame
 
 
 class ElmoComponent(TrainablePipe):
