@@ -82,7 +82,8 @@ def make_elmo(
     store_dtype: "float32" or "float16"; token_mix: layer weights for
     token._.elmo (null: the average); cache_size_mb: memory for cached biLM
     outputs (0: no cache); precision: "fp32" (exact) or "int8" (quantized
-    matmuls on CPU: faster, inference only, within ~1e-2 of fp32).
+    matmuls on CPU: faster, inference only; on the bundled biLM, max abs
+    difference from fp32 0.06-0.15 per layer, mean cosine 0.9994).
     """
     if not building_from_config():
         # A typo in a named file fails here, not at the first doc; the weights still load lazily.
