@@ -199,6 +199,11 @@ def standalone_init(model: ListenerModel, X: Optional[List[Doc]] = None, Y=None)
     bilm, mix = model.layers
     if bilm.maybe_get_dim("nO") is None:
         raise ElmoError("the standalone ELMo model has no biLM weights to initialize from")
+    if model.attrs["grad_factor"] and bilm.attrs["precision"] != "fp32":
+        raise ElmoError(
+            f"the standalone ELMo model fine-tunes its biLM (grad_factor > 0), but the biLM runs at precision "
+            f"{bilm.attrs['precision']!r}, which is for inference only: train at 'fp32', or set grad_factor 0"
+        )
     for dim in ("nL", "nO"):
         if mix.maybe_get_dim(dim) is None:
             mix.set_dim(dim, bilm.get_dim(dim))

@@ -248,10 +248,22 @@ class ElmoComponent(TrainablePipe):
         else the component's own options_file/weight_file/bilm_dir, else the bundled
         default English biLM (``spacy_elmo/data/default_bilm``)."""
         validate_get_examples(get_examples, "ElmoComponent.initialize")
+        self._refuse_inference_only_fine_tuning()
         if weights is not None:
             self._set_weights(weights())
         else:
             self._ensure_weights()
+
+    def _refuse_inference_only_fine_tuning(self) -> None:
+        """int8 has no gradients: a listener that fine-tunes the biLM is refused before training starts."""
+        tuning = [name for name in self.listening_components
+                  if any(listener.attrs.get("grad_factor", 0) for listener in self.listener_map[name])]
+        if tuning and self.cfg["precision"] != "fp32":
+            raise ElmoError(
+                f"elmo precision {self.cfg['precision']!r} is for inference only, but the listener of "
+                f"{', '.join(repr(name) for name in tuning)} fine-tunes the biLM (grad_factor > 0): train with "
+                "the elmo component's precision 'fp32' (switch to int8 after training), or set grad_factor 0"
+            )
 
     def predict(self, docs: Sequence[Doc]) -> List[Floats3d]:
         self._ensure_weights()
