@@ -13,7 +13,8 @@ PYTEST_ARGS ?=
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: setup.py
+# about.py holds the version: the installed metadata (what `spacy package` pins) must follow it.
+$(VENV)/.installed: setup.py spacy_elmo/about.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)"

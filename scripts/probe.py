@@ -147,6 +147,10 @@ def representations(bilm: ElmoBiLM, random_bilm: ElmoBiLM, vectors, train: Tagge
     return features
 
 
+# results.md includes probe.md as a section of its own (report.py turns this into a "## " heading).
+PROBE_HEADING = "# What each layer knows: linear probes on frozen features (test scores)"
+
+
 def write_outputs(output_dir: Path, results: Dict[str, Dict[str, float]], sizes: Dict[str, int], bilm_dir: Path) -> None:
     import matplotlib
 
@@ -156,7 +160,7 @@ def write_outputs(output_dir: Path, results: Dict[str, Dict[str, float]], sizes:
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / "probe.json").write_text(json.dumps({"bilm_dir": str(bilm_dir), "tokens": sizes, "scores": results}, indent=2) + "\n")
     names = list(next(iter(results.values())))
-    lines = ["| representation | " + " | ".join(results) + " |", "|---|" + "---|" * len(results)]
+    lines = [PROBE_HEADING, "", "| representation | " + " | ".join(results) + " |", "|---|" + "---|" * len(results)]
     lines += [f"| {name} | " + " | ".join(f"{100 * results[task][name]:.1f}" for task in results) + " |" for name in names]
     (output_dir / "probe.md").write_text("\n".join(lines) + "\n")
     figure, axis = plt.subplots(figsize=(10, 4.5))

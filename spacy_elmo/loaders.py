@@ -9,9 +9,9 @@ from typing import Callable, Optional, Union
 from spacy.util import registry
 
 from .bilm import ElmoBiLM
-from .bilm.model import OPTIONS_NAME, WEIGHTS_NAME
+from .bilm.model import check_bilm_dir
 from .bilm.options import BILM_DIR_HINT
-from .errors import ElmoError, ElmoFileNotFoundError
+from .errors import ElmoError
 from .io import require_file
 
 PathLike = Union[str, Path]
@@ -61,10 +61,7 @@ def check_weight_source(options_file: Optional[PathLike], weight_file: Optional[
         if path is not None:
             require_file(path, f"elmo {what}", BILM_DIR_HINT)
     if bilm_dir is not None:
-        if not Path(bilm_dir).is_dir():
-            raise ElmoFileNotFoundError(f"elmo bilm_dir not found (or not a directory): {bilm_dir}")
-        for name in (OPTIONS_NAME, WEIGHTS_NAME):
-            require_file(Path(bilm_dir) / name, "elmo bilm_dir's")
+        check_bilm_dir(Path(bilm_dir), "elmo bilm_dir")
 
 
 @registry.misc("spacy-elmo.WeightsFromDir.v1")

@@ -14,7 +14,7 @@ from spacy_elmo.loaders import DEFAULT_BILM_DIR, default_bilm_dir
 def test_default_bilm_is_bundled_small_and_float16():
     assert default_bilm_dir() == DEFAULT_BILM_DIR
     size_mb = sum(p.stat().st_size for p in DEFAULT_BILM_DIR.iterdir()) / 1e6
-    assert size_mb <= 25.0
+    assert size_mb <= 32.0  # scripts/ship.py's MAX_MB
     with h5py.File(DEFAULT_BILM_DIR / "weights.hdf5", "r") as f:
         assert f["CNN_proj/W_proj"].dtype == numpy.float16
     provenance = json.loads((DEFAULT_BILM_DIR / "provenance.json").read_text(encoding="utf8"))

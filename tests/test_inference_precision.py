@@ -156,6 +156,43 @@ def test_a_saved_pipeline_keeps_the_cache_size_it_is_loaded_with(tmp_path, weigh
     assert nlp.get_pipe("elmo").cfg["cache_size_mb"] == 0
     assert nlp.get_pipe("elmo").model.attrs["cache"].max_bytes == 0
 
+def test_int8_fine_tuning_is_refused_at_initialize_in_one_line(weight_files):
+    nlp = make_nlp(weight_files, precision="int8")
+    listener = {"@architectures": "spacy-elmo.ElmoListener.v1", "grad_factor": 1.0}
+    nlp.add_pipe("textcat", config={"model": {"@architectures": "spacy.TextCatReduce.v1", "exclusive_classes": True,
+                                              "use_reduce_first": False, "use_reduce_last": False,
+                                              "use_reduce_max": False, "use_reduce_mean": True, "tok2vec": listener}})
+    for label in ("POS", "NEG"):
+        nlp.get_pipe("textcat").add_label(label)
+    with pytest.raises(ElmoError) as info:
+        nlp.initialize()
+    assert str(info.value) == (
+        "elmo precision 'int8' is for inference only, but the listener of 'textcat' fine-tunes the biLM "
+        "(grad_factor > 0): train with the elmo component's precision 'fp32' (switch to int8 after training), "
+        "or set grad_factor 0"
+    )
+    assert not nlp.get_pipe("elmo").has_weights  # refused before any work
+    frozen = make_nlp(weight_files, precision="int8")
+    frozen.add_pipe("textcat", config={"model": {**nlp.config["components"]["textcat"]["model"],
+                                                 "tok2vec": {**listener, "grad_factor": 0.0}}})
+    for label in ("POS", "NEG"):
+        frozen.get_pipe("textcat").add_label(label)
+    frozen.initialize()  # a frozen biLM may run int8 while the task trains
+
+
+def test_a_standalone_biLM_refuses_int8_fine_tuning_at_initialize(weight_files):
+    from spacy_elmo.layers.bilm_model import build_bilm_model, set_bilm, set_precision
+    from spacy_elmo.layers.listener import build_standalone
+    from spacy_elmo.layers.scalar_mix import build_scalar_mix
+
+    bilm = build_bilm_model(None)
+    set_bilm(bilm, ElmoBiLM.from_files(*weight_files))
+    set_precision(bilm, "int8")
+    with pytest.raises(ElmoError, match="fine-tunes its biLM .* precision 'int8', which is for inference only"):
+        build_standalone(bilm, build_scalar_mix(), grad_factor=1.0).initialize()
+    build_standalone(bilm, build_scalar_mix(), grad_factor=0.0).initialize()
+
+
 def test_the_component_refuses_an_unknown_precision_and_int8_fine_tuning(weight_files):
     with pytest.raises(ElmoError, match="elmo precision must be one of"):
         make_nlp(weight_files, precision="int4")

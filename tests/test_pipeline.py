@@ -166,6 +166,12 @@ def test_a_missing_or_wrong_weight_file_fails_at_add_pipe(tmp_path, weight_files
         nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(tmp_path)})
     with pytest.raises(FileNotFoundError, match="elmo bilm_dir not found"):
         nlp.add_pipe("elmo", config={"bilm_dir": str(tmp_path / "nowhere")})
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "weights.hdf5").write_bytes(b"")
+    with pytest.raises(FileNotFoundError) as info:
+        nlp.add_pipe("elmo", config={"bilm_dir": str(tmp_path / "half")})
+    assert str(info.value) == (f"elmo bilm_dir {tmp_path / 'half'} has no options.json: a biLM directory holds "
+                               "options.json and weights.hdf5 (as `python -m spacy_elmo pretrain` writes them)")
     assert nlp.pipe_names == []
     nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
     assert nlp.pipe_names == ["elmo"]  # and the weights are still read at first use only

@@ -312,6 +312,30 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
         load_checkpoint(path)
 
 
+@pytest.mark.parametrize("present", [(), ("vocab.txt",)])
+def test_perplexity_of_a_biLM_without_its_LM_head_says_so_in_one_line(tmp_path, monkeypatch, present):
+    """As the bundled biLM ships (its LM head left out): one line saying what is missing and what works."""
+    from typer.testing import CliRunner
+
+    from spacy_elmo.cli import app
+
+    bilm_dir = tmp_path / "bilm"
+    tiny_bilm().to_files(bilm_dir / "options.json", bilm_dir / "weights.hdf5")
+    for name in present:
+        (bilm_dir / name).write_text("the\n")
+    text = tmp_path / "text.txt"
+    text.write_text("the cat sat .\n")
+    monkeypatch.setattr(ElmoBiLM, "from_dir", lambda *a, **k: pytest.fail("the biLM was loaded"))
+    result = CliRunner().invoke(app, ["perplexity", str(bilm_dir), str(text)])
+    assert result.exit_code == 1
+    missing = "softmax.hdf5" if present else "vocab.txt or softmax.hdf5"
+    assert result.stderr.splitlines() == [
+        f"error: the biLM in {bilm_dir} has no LM head (no {missing}), so it cannot score words: perplexity "
+        "needs a `python -m spacy_elmo pretrain` output directory, which keeps its vocabulary and softmax "
+        "(pretrain this biLM further with --paths.init_dir to get one)"
+    ]
+
+
 def test_outputs_load_as_bilm_component_and_perplexity(tmp_path, text_files):
     import spacy
 

@@ -18,7 +18,7 @@ from spacy_elmo.io import read_jsonl
 from spacy_elmo.pretrain.outputs import load_checkpoint
 from spacy_elmo.pretrain.perplexity import perplexity
 from spacy_elmo.pretrain.train import native_cpu_bf16, resolve_precision
-from spacy_elmo.pretrain.warm_start import extended_vocab, widened_bilm
+from spacy_elmo.pretrain.warm_start import WarmStart, extended_vocab, warm_start_summary, widened_bilm
 
 from .conftest import tiny_bilm
 from .test_pretrain import SENTENCES, TINY, run
@@ -133,7 +133,7 @@ def test_extended_vocabulary_appends_frequent_new_words_only():
     assert grown.words == ["<S>", "</S>", "<UNK>", "the", "cat", "dog", "fish"]
 
 
-def test_warm_start_from_a_bilm_alone_trains_a_fresh_head(tmp_path, text_files):
+def test_warm_start_from_a_bilm_alone_trains_a_fresh_head(tmp_path, text_files, capsys):
     train, dev = text_files
     run(tmp_path / "first", train, dev, **{"training.max_steps": 10})
     bilm_only = tmp_path / "bilm_only"
@@ -148,6 +148,18 @@ def test_warm_start_from_a_bilm_alone_trains_a_fresh_head(tmp_path, text_files):
         assert torch.allclose(state[f"bilm.{name}"], tensor, atol=1e-12), name
     # A fresh head: the start is near chance over the 37 words.
     assert dev_records(tmp_path / "warm")[0]["dev_perplexity"] > 10
+    assert (f"warm start from {bilm_only}: its biLM weights; it has no LM head (vocab.txt and softmax.hdf5), "
+            "so this run trains the LM head (full) from scratch") in capsys.readouterr().err.splitlines()
+
+
+def test_the_warm_start_summary_says_what_the_head_starts_from(tmp_path):
+    assert warm_start_summary(WarmStart(tmp_path, softmax_kind="full"), "adaptive", 0, 40) == (
+        f"warm start from {tmp_path}: its biLM weights; its LM head is full and this run's is adaptive, "
+        "so this run trains the LM head from scratch")
+    assert warm_start_summary(WarmStart(tmp_path, softmax_kind="full"), "full", 32, 40) == (
+        f"warm start from {tmp_path}: its biLM weights, and its LM head's rows for 32 of this run's 40 words "
+        "(the other words' rows start fresh)")
+    assert warm_start_summary(WarmStart(tmp_path, softmax_kind="full"), "full", 40, 40).endswith("for 40 of this run's 40 words")
 
 
 def test_warm_start_from_a_broken_directory_names_the_file(tmp_path, text_files):

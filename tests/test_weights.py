@@ -86,6 +86,12 @@ def test_missing_files(saved, tmp_path):
         ElmoBiLM.from_files(tmp_path / "nope.json", weights)
     with pytest.raises(FileNotFoundError, match="weight file not found: .*nope.hdf5"):
         ElmoBiLM.from_files(options, tmp_path / "nope.hdf5")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ElmoFileNotFoundError, match=r"^biLM directory .*empty has no options.json and no weights.hdf5: "
+                                                     r"a biLM directory holds options.json and weights.hdf5"):
+        ElmoBiLM.from_dir(tmp_path / "empty")
+    with pytest.raises(ElmoFileNotFoundError, match="biLM directory not found .*: .*nowhere"):
+        ElmoBiLM.from_dir(tmp_path / "nowhere")
 
 
 def test_unparsable_options(saved):

@@ -28,6 +28,18 @@ MAX_BATCH_POSITIONS = 4096
 MAX_BATCH_ROWS = 128
 
 
+def check_bilm_dir(path: Path, what: str = "biLM directory") -> None:
+    """``path`` is a directory with options.json and weights.hdf5; else one line saying what is missing."""
+    if not path.is_dir():
+        raise ElmoFileNotFoundError(f"{what} not found (or not a directory): {path}")
+    missing = [name for name in (OPTIONS_NAME, WEIGHTS_NAME) if not (path / name).is_file()]
+    if missing:
+        raise ElmoFileNotFoundError(
+            f"{what} {path} has no {' and no '.join(missing)}: a biLM directory holds {OPTIONS_NAME} and "
+            f"{WEIGHTS_NAME} (as `python -m spacy_elmo pretrain` writes them)"
+        )
+
+
 class ElmoBiLM(nn.Module):
     """Token char ids -> L+1 layers of width 2P (paper eq. 1).
 
@@ -69,8 +81,7 @@ class ElmoBiLM(nn.Module):
     def from_dir(cls, path: PathLike, device: Union[str, torch.device] = "cpu", precision: str = "fp32") -> "ElmoBiLM":
         """Load a directory holding ``options.json`` + ``weights.hdf5`` (e.g. a pretraining output)."""
         path = Path(path)
-        if not path.is_dir():
-            raise ElmoFileNotFoundError(f"biLM directory not found: {path}")
+        check_bilm_dir(path)
         return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device, precision=precision)
 
     # -- how inference runs -------------------------------------------------

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from ..bilm import ElmoError
+from ..errors import ElmoError
 from . import app
 
 

@@ -10,7 +10,6 @@ returns zeros of the right width when there are none.
 ``nlp.replace_listeners`` swaps a listener for a standalone copy of the biLM
 followed by the listener's own (trained) mix.
 """
-import inspect
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -19,6 +18,7 @@ from thinc.api import Model, deserialize_attr, serialize_attr
 from thinc.types import Floats2d, Floats3d
 
 from ..bilm import ElmoError
+from ..spacy_frames import listener_path_being_replaced
 from .doc_data import layers_for_listener
 from .scalar_mix import MixModel, mix_weights
 
@@ -199,6 +199,11 @@ def standalone_init(model: ListenerModel, X: Optional[List[Doc]] = None, Y=None)
     bilm, mix = model.layers
     if bilm.maybe_get_dim("nO") is None:
         raise ElmoError("the standalone ELMo model has no biLM weights to initialize from")
+    if model.attrs["grad_factor"] and bilm.attrs["precision"] != "fp32":
+        raise ElmoError(
+            f"the standalone ELMo model fine-tunes its biLM (grad_factor > 0), but the biLM runs at precision "
+            f"{bilm.attrs['precision']!r}, which is for inference only: train at 'fp32', or set grad_factor 0"
+        )
     for dim in ("nL", "nO"):
         if mix.maybe_get_dim(dim) is None:
             mix.set_dim(dim, bilm.get_dim(dim))
@@ -237,7 +242,8 @@ def replace_listener_cfg(producer_model_cfg: Dict[str, Any], listener_cfg: Dict[
     listener (``ElmoConcat``: ``model.tok2vec.elmo``). The result is that block
     with the listener swapped for a standalone biLM, cut to the path being
     written, so ``model.tok2vec`` and ``model.tok2vec.elmo`` both give a config
-    that matches the replaced model (and so saves and loads).
+    that matches the replaced model (and so saves and loads). spaCy does not
+    pass that path: it is read from its stack (``spacy_frames``).
     """
     found = _find_listener_cfg(listener_cfg)
     if found is None:
@@ -246,25 +252,19 @@ def replace_listener_cfg(producer_model_cfg: Dict[str, Any], listener_cfg: Dict[
     standalone = {"@architectures": "spacy-elmo.ElmoStandalone.v1", "bilm": producer_model_cfg, **settings}
     if found is listener_cfg:
         return standalone
-    path = _path_being_replaced()
-    if path is None or not (path == "model.tok2vec" or path.startswith("model.tok2vec.")):
+    path = listener_path_being_replaced()
+    if path is None:
+        raise ElmoError(
+            "cannot tell which listener path nlp.replace_listeners writes this config to: the listener "
+            "sits inside its pipe's model.tok2vec block, and the installed spaCy does not call the "
+            "replace_listener_cfg hook the way spacy_elmo/spacy_frames.py expects (spaCy 3.8)"
+        )
+    if not (path == "model.tok2vec" or path.startswith("model.tok2vec.")):
         return standalone
     block = _swapped(listener_cfg, found, standalone)
     for key in path.split(".")[2:]:
         block = block[key]
     return block
-
-
-def _path_being_replaced() -> Optional[str]:
-    """The listener path spaCy's ``replace_listeners`` is about to write our result to
-    (its loop variable; spaCy does not pass it to the hook). None if it cannot be read."""
-    frame = inspect.currentframe()
-    try:
-        caller = frame.f_back.f_back if frame and frame.f_back else None
-        path = caller.f_locals.get("listener_path") if caller else None
-        return path if isinstance(path, str) else None
-    finally:
-        del frame
 
 
 def _swapped(cfg: Any, old: Dict[str, Any], new: Dict[str, Any]) -> Any:

@@ -45,7 +45,7 @@ from ..errors import PretrainDataError
 from ..io import append_jsonl, read_jsonl
 from .target_vectors import target_vectors
 from .vocab import Vocabulary
-from .warm_start import WarmStart, read_init_dir, transfer_head, widened_bilm
+from .warm_start import WarmStart, read_init_dir, transfer_head, warm_start_summary, widened_bilm
 
 # Devices with torch's fused Adam(W) kernel (elsewhere the per-op loop).
 FUSED_ADAM_DEVICES = ("cpu", "cuda")
@@ -129,9 +129,7 @@ def build_language_model(config: Config, options: ElmoOptions, vocab: Vocabulary
                          target_vectors=vectors, l1=t["vmf_l1"])
     if warm is not None:
         kept = transfer_head(head, warm, vocab)
-        say(f"warm start from {warm.directory}: biLM weights, and the LM head's rows of {kept:,} of "
-              f"{len(vocab):,} words" + ("" if warm.softmax_kind == head.kind else
-                                         f" (none: its head is {warm.softmax_kind or 'absent'}, this run trains {head.kind})"))
+        say(warm_start_summary(warm, head.kind, kept, len(vocab)))
     if t["train_only"] == "head":
         bilm.requires_grad_(False)  # make_optimizer then updates the head alone
     return BidirectionalLM(bilm, head).train()

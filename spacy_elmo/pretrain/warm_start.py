@@ -83,6 +83,19 @@ def read_init_dir(directory) -> WarmStart:
     return WarmStart(directory, vocab, settings["kind"], arrays)
 
 
+def warm_start_summary(warm: WarmStart, head_kind: str, kept: int, vocab_size: int) -> str:
+    """What a warm start took from ``warm``: always the biLM; the LM head's rows only from a head of this run's kind."""
+    start = f"warm start from {warm.directory}: its biLM weights"
+    if warm.softmax_kind is None:
+        return (f"{start}; it has no LM head ({VOCAB_NAME} and {SOFTMAX_NAME}), so this run trains the "
+                f"LM head ({head_kind}) from scratch")
+    if warm.softmax_kind != head_kind:
+        return (f"{start}; its LM head is {warm.softmax_kind} and this run's is {head_kind}, so this run "
+                "trains the LM head from scratch")
+    rest = "" if kept == vocab_size else " (the other words' rows start fresh)"
+    return f"{start}, and its LM head's rows for {kept:,} of this run's {vocab_size:,} words{rest}"
+
+
 def softmax_rows(kind: str, arrays: Dict[str, numpy.ndarray], settings: Dict) -> Optional[int]:
     """How many words a saved head scores (None when its arrays cannot say)."""
     if kind in ("full", "sampled"):

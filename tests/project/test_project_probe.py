@@ -37,5 +37,6 @@ def test_probe_writes_every_layer_the_floor_and_the_chart(tmp_path, prepared_cor
         assert all(0.0 <= value <= 1.0 for value in scores.values())
     assert report["tokens"]["POS accuracy (Brown)"] >= 1
     table = (tmp_path / "out" / "probe.md").read_text().splitlines()
-    assert len(table) == 2 + 8 and table[2].startswith("| biLM: layer 0 (char CNN) |")
+    assert table[:2] == [probe.PROBE_HEADING, ""] and table[0].startswith("# ")  # a section of results.md
+    assert len(table) == 4 + 8 and table[4].startswith("| biLM: layer 0 (char CNN) |")
     assert (tmp_path / "out" / "probe.png").stat().st_size > 1000

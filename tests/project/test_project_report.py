@@ -64,3 +64,15 @@ def test_a_warm_started_biLM_counts_the_tokens_of_every_stretch(tmp_path):
     lines, _ = pretrain_section(bilm_dir)
     assert "- warm-started from a biLM that had seen 3,000 tokens in 2.0 hours: 4,000 tokens seen in all, 2.5 hours" in lines
     assert "- pretraining text: 15,000 words (700 sentences), held out: 80 words" in lines
+
+
+def test_the_probe_table_comes_into_results_md_under_its_own_heading(tmp_path):
+    import probe
+    from report import other_sections
+
+    results = {"POS accuracy (Brown)": {"biLM: layer 0 (char CNN)": 0.9}}
+    probe.write_outputs(tmp_path / "probe", results, {"POS accuracy (Brown)": 10}, tmp_path / "bilm")
+    section = other_sections(tmp_path).splitlines()
+    heading = section.index("## " + probe.PROBE_HEADING[2:])
+    assert section[heading + 2:heading + 5] == ["| representation | POS accuracy (Brown) |", "|---|---|",
+                                                "| biLM: layer 0 (char CNN) | 90.0 |"]

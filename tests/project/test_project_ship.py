@@ -10,7 +10,7 @@ import pytest
 from install_default import install
 from project_errors import ProjectDataError
 import bilm_history
-from ship import BILM_FILES, HEAD_FILES, SHIPPED_FILES, held_out_curve, megabytes, ship
+from ship import BILM_FILES, HEAD_FILES, MAX_MB, SHIPPED_FILES, held_out_curve, megabytes, ship
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.io import file_sha256
 from spacy_elmo.pretrain import load_config, pretrain
@@ -124,3 +124,32 @@ def test_the_lm_head_is_left_out_where_only_the_biLM_fits(bilm_dir, tmp_path):
     (half_head / "vocab.txt").unlink()
     with pytest.raises(ProjectDataError, match=f"{half_head}: no vocab.txt"):
         install(half_head, tmp_path / "other")
+
+
+def test_a_biLM_of_the_bundled_size_ships_with_its_LM_head_under_the_default_cap(tmp_path):
+    """The bundled biLM's own configuration (2P = 512, adaptive softmax over its vocabulary size)
+    fits under ship's default cap with its vocabulary and float16 head, so the next one ships them."""
+    from confection import Config
+
+    from spacy_elmo.bilm.lm_head import build_lm_head
+    from spacy_elmo.loaders import DEFAULT_BILM_DIR
+    from spacy_elmo.pretrain.outputs import export_softmax
+    from spacy_elmo.pretrain.vocab import SPECIAL_TOKENS
+
+    bundled = json.loads((DEFAULT_BILM_DIR / "provenance.json").read_text())
+    config = Config().from_str(bundled["config"], interpolate=False)
+    training, vocab_size = config["training"], config["vocab"]["max_size"]
+    bilm_dir = tmp_path / "pretrained"
+    bilm_dir.mkdir()
+    for name in ("options.json", "weights.hdf5"):
+        shutil.copy(DEFAULT_BILM_DIR / name, bilm_dir / name)
+    words = list(SPECIAL_TOKENS) + [f"word{i}" for i in range(vocab_size - len(SPECIAL_TOKENS))]
+    (bilm_dir / "vocab.txt").write_text("".join(w + "\n" for w in words), encoding="utf8")
+    head = build_lm_head(training["softmax"], config["model"]["projection_dim"], vocab_size,
+                         cutoffs=training["adaptive_cutoffs"], div_value=training["adaptive_div_value"])
+    export_softmax(head, bilm_dir / "softmax.hdf5")
+    dest = ship(bilm_dir, tmp_path / "default_bilm")  # the default cap
+    assert sorted(p.name for p in dest.iterdir()) == sorted(SHIPPED_FILES)
+    provenance = json.loads((dest / "provenance.json").read_text())
+    assert "lm_head" not in provenance
+    assert 25 < provenance["size_mb"] <= MAX_MB == 32  # over the old 25 MB cap: the head needed the new one

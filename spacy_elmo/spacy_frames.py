@@ -1,0 +1,48 @@
+"""The two facts spacy-elmo reads from spaCy's call stack: spaCy 3.8 offers no supported way to learn them.
+
+1. ``building_from_config``: whether a factory runs inside ``Language.from_config``
+   (``spacy.load``, ``spacy train``) rather than a user's ``nlp.add_pipe``. Both
+   reach the factory through ``add_pipe`` with the same arguments (only
+   ``from_config`` passes ``raw_config``, which the factory never sees).
+   Relies on: ``Language.from_config`` being on the stack while it builds the pipes.
+2. ``listener_path_being_replaced``: the path ``Language.replace_listeners``
+   writes a producer's ``replace_listener_cfg`` result to. spaCy passes the hook
+   the pipe's ``model.tok2vec`` block whatever the path, and not the path.
+   Relies on: the hook being called from ``Language.replace_listeners``, whose loop
+   variable is named ``listener_path``.
+
+``tests/test_spacy_frames.py`` checks both against the installed spaCy: a spaCy
+release that changes either fails there.
+"""
+import inspect
+from typing import Any, Callable, Optional, Tuple
+
+from spacy.language import Language
+
+
+def _innermost_call(function: Callable, local_name: str) -> Tuple[bool, Any]:
+    """Whether ``function`` is running on this thread's stack, and the value of its
+    local ``local_name`` in its innermost call (None if it has none)."""
+    code = getattr(function, "__func__", function).__code__
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if frame.f_code is code:
+                return True, frame.f_locals.get(local_name)
+            frame = frame.f_back
+        return False, None
+    finally:
+        del frame  # a frame kept in a local would hold the whole stack alive
+
+
+def building_from_config() -> bool:
+    """Whether spaCy is building a whole pipeline from its config (spacy.load, spacy train)."""
+    return _innermost_call(Language.from_config, "")[0]
+
+
+def listener_path_being_replaced() -> Optional[str]:
+    """The listener path (e.g. ``"model.tok2vec"``) that ``nlp.replace_listeners`` is
+    writing a ``replace_listener_cfg`` result to; None outside ``replace_listeners``
+    (or if spaCy renamed its loop variable: the test of this module fails then)."""
+    running, path = _innermost_call(Language.replace_listeners, "listener_path")
+    return path if running and isinstance(path, str) else None
