@@ -138,7 +138,7 @@ def test_the_component_runs_int8_and_keeps_it_after_saving(tmp_path, weight_file
 
 @pytest.mark.parametrize("saved,loaded_as", [("fp32", "int8"), ("int8", "fp32")])
 def test_a_saved_pipeline_runs_at_the_precision_it_is_loaded_with(tmp_path, weight_files, saved, loaded_as):
-    """The README's switch: spacy.load(path, config=...) must win over the saved setting."""
+    """The switch docs/component.md gives: spacy.load(path, config=...) must win over the saved setting."""
     text = "The cat sat on the mat ."
     expected = make_nlp(weight_files, precision=loaded_as)(text)._.elmo_layers
     make_nlp(weight_files, precision=saved).to_disk(tmp_path / "pipeline")
