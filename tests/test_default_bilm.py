@@ -54,7 +54,7 @@ BATCH_SENTENCES = [
 
 
 def test_default_bilm_vectors_do_not_depend_on_the_batch_within_1e_4():
-    """The bound the README states for real sizes: float32 sums differ with the batch's
+    """The bound docs/python.md states for real sizes: float32 sums differ with the batch's
     shape (1.3e-5 seen on values up to ~9), so 1e-4 absolute, not 1e-5."""
     bilm = ElmoBiLM.from_dir(DEFAULT_BILM_DIR)
     together = bilm.embed_batch(BATCH_SENTENCES)

