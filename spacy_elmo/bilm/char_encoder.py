@@ -4,7 +4,7 @@ Layouts follow bilm-tf so weight files map onto parameters without surprises:
 matrices are stored ``(in, out)`` and applied as ``x @ W``.
 """
 from functools import partial
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy
 import torch
@@ -27,7 +27,7 @@ class InferenceWeights(NamedTuple):
 
     char_embed: Tensor
     conv_weights: List[Tensor]
-    dense: List[Callable[[Tensor], Tensor]]  # the highway layers, then the projection
+    dense: Sequence[Callable[[Tensor], Tensor]]  # the highway layers, then the projection
 
 
 class CharEncoder(nn.Module):
@@ -113,8 +113,8 @@ class CharEncoder(nn.Module):
         int8/bf16 copies rebuilt when the weights change."""
         pairs = list(zip(self.highway_weights, self.highway_biases)) + [(self.proj_weight, self.proj_bias)]
         if self.precision == "fp32" or torch.is_grad_enabled():
-            dense = [partial(torch.addmm, bias, mat2=weight) for weight, bias in pairs]
-            return InferenceWeights(self.char_embed, list(self.conv_weights), dense)
+            exact = [partial(torch.addmm, bias, mat2=weight) for weight, bias in pairs]
+            return InferenceWeights(self.char_embed, list(self.conv_weights), exact)
         key = self.weights_key()
         if self._kernels is None or self._kernels[0] != key:
             dense = [PackedLinear(weight, bias, self.precision) for weight, bias in pairs]

@@ -163,7 +163,8 @@ def load_states(state_file: Path, progress_file: Path) -> Dict[str, numpy.ndarra
 def save_states(state_file: Path, states: Dict[str, numpy.ndarray]) -> None:
     with atomic_path(state_file) as tmp:
         with open(tmp, "wb") as f:  # a file object: numpy.savez would append ".npz" to a name
-            numpy.savez(f, **states)
+            # ignore: numpy's stub cannot tell that no key is savez's own allow_pickle
+            numpy.savez(f, **states)  # type: ignore[arg-type]
 
 
 def check_output_free(output_file: Path, overwrite: bool) -> None:
