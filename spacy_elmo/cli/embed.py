@@ -278,7 +278,7 @@ def _embed_batches(output_file: Path, bilm: "ElmoBiLM", sentences, batches, run_
 
 
 def checkpoint(out: h5py.File, output_file: Path, progress_file: Path, run_id: Dict, done_batches: int,
-               stateful_bilm: Optional[ElmoBiLM]) -> None:
+               stateful_bilm: Optional["ElmoBiLM"]) -> None:
     """Make ``done_batches`` durable in order: the HDF5 output on disk, then (--stateful) the
     LSTM state, then the progress file that vouches for both. A kill between any two
     leaves the previous checkpoint whole, and a resumed run equals an uninterrupted one."""
