@@ -13,8 +13,9 @@ from .kernels import check_precision, int8_available
 from .lstm import BiLstm, State
 from ..errors import ElmoError, ElmoFileNotFoundError
 from .options import ElmoOptions
+from .threads import make_forks_safe
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
-from .weights import lstm_prefix, read_weights, write_weights
+from .weights import check_model_size, lstm_prefix, read_weights, write_weights
 from .windows import strided_windows
 
 PathLike = Union[str, Path]
@@ -26,6 +27,8 @@ WEIGHTS_NAME = "weights.hdf5"
 # matmuls, small enough to bound memory on long inputs.
 MAX_BATCH_POSITIONS = 4096
 MAX_BATCH_ROWS = 128
+# Forked worker processes (nlp.pipe(n_process=N)) run torch on one thread: never a hang.
+make_forks_safe()
 
 
 class ElmoBiLM(nn.Module):
@@ -41,6 +44,7 @@ class ElmoBiLM(nn.Module):
     """
 
     def __init__(self, options: ElmoOptions, type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE):
+        check_model_size(options)  # before allocating
         super().__init__()
         self.options = options
         self.char_encoder = CharEncoder(options)
@@ -58,8 +62,9 @@ class ElmoBiLM(nn.Module):
         ``precision``: "fp32" (exact) or "int8" (quantized inference on CPU; see ``set_precision``)."""
         check_precision(precision)
         options = ElmoOptions.from_file(options_file)
+        arrays = read_weights(options, weight_file)  # shapes checked against the options before allocating
         model = cls(options)
-        model.load_tf_arrays(read_weights(options, weight_file))
+        model.load_tf_arrays(arrays)
         model = model.to(device).eval()
         model.set_precision(precision)
         return model

@@ -2,18 +2,22 @@
 
 Only datasets are read (plain float arrays): a weight file cannot run code.
 """
+import math
 import re
 from pathlib import Path
-from typing import Dict, Tuple, Union
+from typing import Dict, List, Tuple, Union
 
 import h5py
 import numpy
 
-from ..errors import ElmoWeightsError
+from ..errors import ElmoOptionsError, ElmoWeightsError
 from ..io import atomic_path, require_file
 from .options import BILM_DIR_HINT, ElmoOptions
 
 Shape = Tuple[int, ...]
+# Ten times the largest published biLM's 93.6 million (4 GB in float32): larger
+# options come from a damaged or mistyped file.
+MAX_PARAMETERS = 1_000_000_000
 
 
 def lstm_prefix(direction: int, layer: int) -> str:
@@ -58,7 +62,9 @@ _COUNTED = (
 
 
 def read_weights(options: ElmoOptions, weight_file: Union[str, Path]) -> Dict[str, numpy.ndarray]:
-    """All datasets the options call for, checked for presence, shape and finiteness."""
+    """All datasets the options call for, checked for presence, shape and finiteness.
+    Every shape is checked before any data is read (and before the caller allocates a
+    model), so options that do not fit the file fail at once, whatever their sizes."""
     path = require_file(weight_file, "weight file", BILM_DIR_HINT)
     if not h5py.is_hdf5(str(path)):
         raise ElmoWeightsError(
@@ -66,33 +72,56 @@ def read_weights(options: ElmoOptions, weight_file: Union[str, Path]) -> Dict[st
             "an AllenNLP model archive or a PyTorch checkpoint is not a weight file)"
         )
     expected = expected_shapes(options)
-    arrays: Dict[str, numpy.ndarray] = {}
     try:
         with h5py.File(path, "r") as f:
-            found = []
-            f.visititems(lambda name, obj: found.append(name) if isinstance(obj, h5py.Dataset) else None)
-            _check_no_unexpected(found, expected, options, path)
-            for name, (shape, why) in expected.items():
-                if name not in f or not isinstance(f[name], h5py.Dataset):
-                    raise ElmoWeightsError(f"{path}: dataset '{name}' is missing (needed by {options.source}: {why})")
-                dataset = f[name]
-                if tuple(dataset.shape) != shape:
-                    raise ElmoWeightsError(
-                        f"{path}: dataset '{name}' has shape {tuple(dataset.shape)} but "
-                        f"{options.source} needs {shape} ({why})"
-                    )
-                if dataset.dtype.kind != "f":
-                    raise ElmoWeightsError(f"{path}: dataset '{name}' has dtype {dataset.dtype}, expected floats")
-                try:
-                    array = numpy.asarray(dataset[...], dtype=numpy.float32)
-                except OSError as err:
-                    raise ElmoWeightsError(f"{path}: dataset '{name}' cannot be read (truncated file?): {err}") from None
-                if not numpy.isfinite(array).all():
-                    raise ElmoWeightsError(f"{path}: dataset '{name}' contains NaN or infinite values")
-                arrays[name] = array
+            _check_shapes(f, expected, options, path)
+            return {name: _read_dataset(f[name], name, path) for name in expected}
     except OSError as err:  # h5py's errors for a damaged file
         raise ElmoWeightsError(f"{path}: cannot read the HDF5 file (truncated or damaged?): {err}") from None
-    return arrays
+
+
+def _check_shapes(f: h5py.File, expected: Dict[str, Tuple[Shape, str]], options: ElmoOptions, path: Path) -> None:
+    found: List[str] = []
+    f.visititems(lambda name, obj: found.append(name) if isinstance(obj, h5py.Dataset) else None)
+    _check_no_unexpected(found, expected, options, path)
+    for name, (shape, why) in expected.items():
+        if name not in f or not isinstance(f[name], h5py.Dataset):
+            raise ElmoWeightsError(f"{path}: dataset '{name}' is missing (needed by {options.source}: {why})")
+        dataset = f[name]
+        if tuple(dataset.shape) != shape:
+            raise ElmoWeightsError(
+                f"{path}: dataset '{name}' has shape {tuple(dataset.shape)} but "
+                f"{options.source} needs {shape} ({why})"
+            )
+        if dataset.dtype.kind != "f":
+            raise ElmoWeightsError(f"{path}: dataset '{name}' has dtype {dataset.dtype}, expected floats")
+
+
+def _read_dataset(dataset: h5py.Dataset, name: str, path: Path) -> numpy.ndarray:
+    try:
+        array = numpy.asarray(dataset[...], dtype=numpy.float32)
+    except OSError as err:
+        raise ElmoWeightsError(f"{path}: dataset '{name}' cannot be read (truncated file?): {err}") from None
+    if not numpy.isfinite(array).all():
+        raise ElmoWeightsError(f"{path}: dataset '{name}' contains NaN or infinite values")
+    return array
+
+
+def n_parameters(options: ElmoOptions) -> int:
+    """How many weights the options describe (the biLM without its LM head)."""
+    return sum(math.prod(shape) for shape, _ in expected_shapes(options).values())
+
+
+def check_model_size(options: ElmoOptions) -> None:
+    """Options within every per-option bound can still multiply out to more weights than
+    a machine holds: refused before anything is allocated."""
+    count = n_parameters(options)
+    if count > MAX_PARAMETERS:
+        raise ElmoOptionsError(
+            f"{options.source}: these sizes (lstm.dim {options.lstm_dim}, lstm.projection_dim "
+            f"{options.projection_dim}, lstm.n_layers {options.n_layers}, ...) make {count:,} weights, "
+            f"above the sane bound {MAX_PARAMETERS:,}"
+        )
 
 
 def _check_no_unexpected(found, expected, options: ElmoOptions, path: Path) -> None:
