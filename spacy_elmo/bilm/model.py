@@ -1,6 +1,6 @@
 """ElmoBiLM: the character CNN + biLSTM language model, in plain PyTorch."""
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy
 import torch
@@ -207,10 +207,18 @@ class ElmoBiLM(nn.Module):
         return arrays
 
     def import_states(self, arrays: Dict[str, numpy.ndarray]) -> None:
-        """Restore a state saved by ``export_states``."""
+        """Restore a state saved by ``export_states`` (checked: every array, its width, its rows)."""
         if not arrays:
             self._states = None
             return
+        widths = {"h": self.options.projection_dim, "c": self.options.lstm_dim}
+        rows = {numpy.shape(array)[0] if numpy.ndim(array) == 2 else -1 for array in arrays.values()}
+        for d in range(2):
+            for k in range(self.options.n_layers):
+                for part, width in widths.items():
+                    array = arrays.get(f"{d}_{k}_{part}")
+                    if array is None or numpy.ndim(array) != 2 or numpy.shape(array)[1] != width or len(rows) != 1:
+                        raise ElmoError(f"the saved LSTM state's array {d}_{k}_{part} is missing or not (rows, {width})")
         dtype = self.char_encoder.proj_weight.dtype
         self._states = [
             [
@@ -310,12 +318,21 @@ def embed_sentences(sentences: Sequence[Sequence[str]], groups: Sequence[Sequenc
     dropped (a copy, so no batch stays alive behind a cached result).
     """
     results: List[Any] = [None] * len(sentences)
+    for index, layers in iter_embedded(sentences, groups, max_chars, run):
+        results[index] = layers
+    return results
+
+
+def iter_embedded(sentences: Sequence[Sequence[str]], groups: Sequence[Sequence[int]], max_chars: int,
+                  run: Callable[[numpy.ndarray, numpy.ndarray], Any]) -> Iterator[Tuple[int, Any]]:
+    """``embed_sentences`` one batch at a time: ``(sentence index, layers)`` pairs, so a
+    caller that keeps only part of each (a long doc's windows) holds one batch at most."""
     for group in groups:
         ids, lengths = batch_char_ids([sentences[i] for i in group], max_chars)
         layers = run(ids, lengths)
         for row, index in enumerate(group):
-            results[index] = layers[:, row, 1 : lengths[row] - 1].copy()
-    return results
+            yield index, layers[:, row, 1 : lengths[row] - 1].copy()
+        del layers
 
 
 def length_batches(lengths: Sequence[int]) -> List[List[int]]:

@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -120,16 +121,58 @@ def resume_point(partial: Path, progress_file: Path, state_file: Path, run_id: D
     """How many batches an earlier run of the same settings finished (0: start afresh,
     removing the leftovers of a run that never checkpointed)."""
     if partial.exists() and progress_file.exists():
-        saved = json.loads(progress_file.read_text(encoding="utf8"))
+        saved = read_progress(progress_file, partial)
         if saved.get("run") != run_id:
             raise EmbedInputError(
                 f"{partial} holds a run with other settings or another input; "
                 f"delete it (and {progress_file.name}) or rerun with the same settings"
             )
-        return int(saved["done_batches"])
+        check_partial(partial, progress_file)
+        return saved["done_batches"]
     for stale in (partial, progress_file, state_file):
         stale.unlink(missing_ok=True)
     return 0
+
+
+def _start_afresh(*files: Path) -> str:
+    return f"delete {', '.join(f.name for f in files)} (in {files[0].parent}) to start afresh"
+
+
+def read_progress(progress_file: Path, partial: Path) -> Dict:
+    """An unfinished run's progress file, or an error naming it if it is damaged."""
+    try:
+        saved = json.loads(progress_file.read_text(encoding="utf8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise EmbedInputError(f"{progress_file} is damaged ({err}): {_start_afresh(progress_file, partial)}") from None
+    done = saved.get("done_batches") if isinstance(saved, dict) else None
+    if not (isinstance(done, int) and not isinstance(done, bool) and done >= 0):
+        raise EmbedInputError(f"{progress_file} is damaged (no count of done batches): "
+                              f"{_start_afresh(progress_file, partial)}")
+    return saved
+
+
+def check_partial(partial: Path, progress_file: Path) -> None:
+    """The unfinished output opens as HDF5 (a damaged one fails here, naming it, not midway)."""
+    try:
+        with h5py.File(partial, "r"):
+            pass
+    except OSError:
+        raise EmbedInputError(f"{partial} is damaged (not a readable HDF5 file): "
+                              f"{_start_afresh(partial, progress_file)}") from None
+
+
+def load_states(bilm: ElmoBiLM, state_file: Path, partial: Path, progress_file: Path) -> None:
+    """The LSTM state a stateful run saved at its last checkpoint, or an error naming the file."""
+    try:
+        with numpy.load(state_file, allow_pickle=False) as arrays:
+            bilm.import_states(dict(arrays))
+    except FileNotFoundError:
+        raise EmbedInputError(f"{state_file} is missing (a stateful run's state): "
+                              f"{_start_afresh(partial, progress_file)}") from None
+    except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile) as err:  # not an .npz, truncated
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise EmbedInputError(f"{state_file} is damaged ({reason}): "
+                              f"{_start_afresh(state_file, partial, progress_file)}") from None
 
 
 def write_sentence_index(out: h5py.File, lines: Sequence[str]) -> None:
@@ -197,7 +240,7 @@ def _embed_batches(output_file: Path, bilm: ElmoBiLM, sentences, batches, run_id
     done_batches = resume_point(partial, progress_file, state_file, run_id)
     bilm.reset_states()
     if stateful and done_batches:
-        bilm.import_states(dict(numpy.load(state_file)))
+        load_states(bilm, state_file, partial, progress_file)
     output_file.parent.mkdir(parents=True, exist_ok=True)
     n_done_lines = sum(len(b) for b in batches[:done_batches])
     bar = tqdm(

@@ -7,22 +7,26 @@ gradients through a bounded cache, so later epochs do not recompute it.
 """
 import inspect
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
-from ..layers.bilm_model import check_precision, get_bilm, set_bilm, set_cache_size, set_precision
+from ..layers.bilm_model import check_loaded_attrs, check_precision, get_bilm, set_bilm, set_cache_size, set_precision
+from ..layers.bilm_model import predict_reduced
 from ..layers.doc_data import DTYPE_CHOICES, STORE_CHOICES, store_doc_layers, token_mix_weights
+from ..layers.doc_data import store_doc_reduced, token_mix_reducer
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
 from ..loaders import check_weight_source, default_bilm_dir, load_bilm
 from .extensions import install_extensions
+from .saved import check_saved_component
 
 DEFAULT_ELMO_MODEL = Config().from_str(
     """
@@ -196,10 +200,12 @@ class ElmoComponent(TrainablePipe):
 
     def from_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
         settings = dict(self.cfg)
+        check_saved_component(Path(path), self.name, exclude)
         try:
             super().from_disk(path, exclude=exclude)
         except ValueError as err:  # our ElmoError, or a damaged msgpack file
             raise ElmoWeightsError(f"component '{self.name}': cannot load {Path(path) / 'model'}: {err}") from None
+        check_loaded_attrs(self.model, f"component '{self.name}': {Path(path) / 'model'}")
         return self._keep_settings(settings)
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
@@ -208,6 +214,7 @@ class ElmoComponent(TrainablePipe):
             super().from_bytes(bytes_data, exclude=exclude)
         except ValueError as err:
             raise ElmoWeightsError(f"component '{self.name}': cannot load its model from bytes: {err}") from None
+        check_loaded_attrs(self.model, f"component '{self.name}': its model bytes")
         return self._keep_settings(settings)
 
     def _keep_settings(self, settings: Dict[str, Any]) -> "ElmoComponent":
@@ -269,6 +276,37 @@ class ElmoComponent(TrainablePipe):
     def predict(self, docs: Sequence[Doc]) -> List[Floats3d]:
         self._ensure_weights()
         return self.model.predict(list(docs))
+
+    # With store "mix" or "none" and no listening component, nothing reads a doc's full
+    # layers: inference keeps only the stored form, so a long doc's layers never exist at once.
+    def __call__(self, doc: Doc) -> Doc:
+        if self._keeps_full_layers():
+            return super().__call__(doc)
+        return next(iter(self.pipe([doc], batch_size=1)), None)
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        if self._keeps_full_layers():
+            yield from super().pipe(stream, batch_size=batch_size)
+            return
+        error_handler = self.get_error_handler()
+        for docs in minibatch(stream, size=batch_size):
+            try:
+                self._annotate_reduced(docs)
+                yield from docs
+            except Exception as err:
+                error_handler(self.name, self, docs, err)
+
+    def _keeps_full_layers(self) -> bool:
+        return self.cfg["store"] == "all" or bool(self.listening_components)
+
+    def _annotate_reduced(self, docs: List[Doc]) -> None:
+        self._ensure_weights()
+        token_mix = token_mix_weights(self.cfg["token_mix"], self.model.get_dim("nL"))
+        dtype = self.cfg["store_dtype"]
+        reduce = token_mix_reducer(token_mix, dtype) if self.cfg["store"] == "mix" else None
+        for doc, mix in zip(docs, predict_reduced(self.model, docs, reduce)):
+            store_doc_reduced(doc, mix, store=self.cfg["store"], dtype=dtype, token_mix=token_mix,
+                              width=self.model.get_dim("nO"))
 
     def set_annotations(self, docs: Sequence[Doc], layers: List[Floats3d]) -> None:
         token_mix = token_mix_weights(self.cfg["token_mix"], self.model.get_dim("nL"))
