@@ -25,7 +25,7 @@ def weight_files(tmp_path):
 
 
 def _long_doc(nlp, n_tokens: int = N_TOKENS) -> Doc:
-    return Doc(nlp.vocab, words=[f"w{i % 97}" for i in range(n_tokens)])
+    return Doc(nlp.vocab, words=[f"w{i}" for i in range(n_tokens)])  # no two windows alike (each is computed once)
 
 
 def _numpy_peak(nlp, doc) -> int:
@@ -38,23 +38,29 @@ def _numpy_peak(nlp, doc) -> int:
         tracemalloc.stop()
 
 
+LONG = 12000
+
+
 def _pipeline(weight_files, store):
     nlp = make_nlp(weight_files, store=store, cache_size_mb=0)
     nlp.get_pipe("elmo").model.attrs["max_segment_length"] = 64
-    nlp("warm up")  # weights loaded, lazy imports done
+    # Weights loaded, lazy imports done, and every word type in the biLM's bounded type
+    # cache (a cost per distinct word, not per token of a doc).
+    nlp(_long_doc(nlp, LONG))
     return nlp
 
 
-@pytest.mark.parametrize("store,at_most", [("all", 2.0), ("mix", 1.0), ("none", 0.6)])
+@pytest.mark.parametrize("store,at_most", [("all", 1.8), ("mix", 1.0), ("none", 0.6)])
 def test_a_long_docs_layers_exist_once_at_most_and_not_at_all_when_not_stored(weight_files, store, at_most):
     """Peak memory per extra token, in layers' worth: the batches' working memory (char
     ids, one batch's outputs) is the same for both docs and cancels out; what remains is
     the stored form (1, 1/3, 0) plus about 0.45 of Python strings and tuples (the
     segments' token texts)."""
     nlp = _pipeline(weight_files, store)
-    short, long = 4000, 12000
+    short, long = 4000, LONG
     growth = (_numpy_peak(nlp, _long_doc(nlp, long)) - _numpy_peak(nlp, _long_doc(nlp, short))) / (long - short)
-    # Before: every window's output (each token about twice) plus their concatenation: over 3.
+    # Before: 2.46 for every store (each window's whole output kept until the doc was assembled).
+    # Now about 1.45, 0.78 and 0.45.
     assert growth < at_most * LAYER_BYTES_PER_TOKEN, (store, growth / LAYER_BYTES_PER_TOKEN)
 
 
