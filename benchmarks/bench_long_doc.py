@@ -9,7 +9,9 @@ component) never build them. Each setting runs in a fresh process and reports
 its peak RSS above the process's baseline (model loaded, doc built), at the
 given size and at a quarter of it: the batches' working memory (a constant, some
 100 MB for the small biLM) is in both, so their difference per token is what
-the doc costs, to set beside the size of its layers in float32.
+the doc costs, to set beside the size of its layers in float32 (give at least
+10,000 tokens: the quarter must fill whole batches, about 2,000 tokens of
+256-token windows, for the working memory to cancel).
 
 glibc's malloc raises its mmap threshold to the largest buffer freed so far,
 so torch's per-batch buffers then come from the heap and fragment it: RSS keeps
