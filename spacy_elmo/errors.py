@@ -40,3 +40,7 @@ class PretrainConfigError(ElmoError):
 
 class PretrainDataError(ElmoError):
     """Pretraining text, vocabulary or output files that cannot be read or hold nothing to train on."""
+
+
+class ElmoSavedPipelineError(ElmoError):
+    """A saved pipeline's component file that is damaged (its cfg, or settings in its model)."""

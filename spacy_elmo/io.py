@@ -1,4 +1,5 @@
 """File helpers shared by the library: atomic writes, UTF-8 lines, sha256, JSONL."""
+import errno
 import hashlib
 import json
 import os
@@ -51,9 +52,18 @@ def atomic_path(path: Path) -> Iterator[Path]:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        if err.filename is None:  # a write through a file object names no file: name the one meant
+            err.filename = str(path)
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """Whether ``err`` is the file system's "no space left" (or quota exceeded)."""
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

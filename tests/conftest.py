@@ -83,3 +83,19 @@ def make_nlp(weight_files, **config):
     options, weights = weight_files
     nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), **config})
     return nlp
+
+
+def crash_embed_on_batch(monkeypatch, number: int):
+    """Make ``ElmoBiLM.embed_batch`` raise KeyboardInterrupt (a kill) at its ``number``-th call;
+    returns the original, to restore with ``monkeypatch.setattr(ElmoBiLM, "embed_batch", it)``."""
+    original = ElmoBiLM.embed_batch
+    calls = {"n": 0}
+
+    def crashing(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == number:
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ElmoBiLM, "embed_batch", crashing)
+    return original

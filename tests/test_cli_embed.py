@@ -13,7 +13,7 @@ from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.cli import app
 from spacy_elmo.cli import embed as embed_module
 
-from .conftest import tiny_bilm
+from .conftest import crash_embed_on_batch, tiny_bilm
 
 LINES = [
     "The quick brown fox .",
@@ -93,16 +93,7 @@ def test_interrupted_run_resumes_to_the_same_output(files, monkeypatch, stateful
     reference, _ = read_output_after(run_embed, files, "full.hdf5", *flags)
 
     monkeypatch.setattr(embed_module, "CHECKPOINT_SECONDS", 0.0)
-    original = ElmoBiLM.embed_batch
-    calls = {"n": 0}
-
-    def crash_on_third_batch(self, *args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(ElmoBiLM, "embed_batch", crash_on_third_batch)
+    original = crash_embed_on_batch(monkeypatch, 3)
     out = tmp / "resumed.hdf5"
     with pytest.raises(KeyboardInterrupt):
         embed_module.embed_file(text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=stateful, progress=False)

@@ -1,6 +1,6 @@
 """ElmoBiLM: the character CNN + biLSTM language model, in plain PyTorch."""
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 import torch
@@ -13,8 +13,9 @@ from .kernels import check_precision, int8_available
 from .lstm import BiLstm, ProjectedLstm, State
 from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
 from .options import ElmoOptions
+from .threads import make_forks_safe
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
-from .weights import lstm_prefix, read_weights, write_weights
+from .weights import check_model_size, lstm_prefix, read_weights, write_weights
 from .windows import strided_windows
 
 PathLike = Union[str, Path]
@@ -26,6 +27,8 @@ WEIGHTS_NAME = "weights.hdf5"
 # matmuls, small enough to bound memory on long inputs.
 MAX_BATCH_POSITIONS = 4096
 MAX_BATCH_ROWS = 128
+# Forked worker processes (nlp.pipe(n_process=N)) run torch on one thread: never a hang.
+make_forks_safe()
 
 
 def check_bilm_dir(path: Path, what: str = "biLM directory") -> None:
@@ -53,6 +56,7 @@ class ElmoBiLM(nn.Module):
     """
 
     def __init__(self, options: ElmoOptions, type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE):
+        check_model_size(options)  # before allocating
         super().__init__()
         self.options = options
         self.char_encoder = CharEncoder(options)
@@ -71,8 +75,9 @@ class ElmoBiLM(nn.Module):
         bf16 where the device has no native bf16 is refused here, before reading anything."""
         check_precision(precision, device=device)
         options = ElmoOptions.from_file(options_file)
+        arrays = read_weights(options, weight_file)  # shapes checked against the options before allocating
         model = cls(options)
-        model.load_tf_arrays(read_weights(options, weight_file))
+        model.load_tf_arrays(arrays)
         model = model.to(device).eval()
         model.set_precision(precision)
         return model
@@ -219,10 +224,18 @@ class ElmoBiLM(nn.Module):
         return arrays
 
     def import_states(self, arrays: Dict[str, numpy.ndarray]) -> None:
-        """Restore a state saved by ``export_states``."""
+        """Restore a state saved by ``export_states`` (checked: every array, its width, its rows)."""
         if not arrays:
             self._states = None
             return
+        widths = {"h": self.options.projection_dim, "c": self.options.lstm_dim}
+        rows = {numpy.shape(array)[0] if numpy.ndim(array) == 2 else -1 for array in arrays.values()}
+        for d in range(2):
+            for k in range(self.options.n_layers):
+                for part, width in widths.items():
+                    array = arrays.get(f"{d}_{k}_{part}")
+                    if array is None or numpy.ndim(array) != 2 or numpy.shape(array)[1] != width or len(rows) != 1:
+                        raise ElmoError(f"the saved LSTM state's array {d}_{k}_{part} is missing or not (rows, {width})")
         dtype = self.char_encoder.proj_weight.dtype
         self._states = [
             [
@@ -322,12 +335,21 @@ def embed_sentences(sentences: Sequence[Sequence[str]], groups: Sequence[Sequenc
     dropped (a copy, so no batch stays alive behind a cached result).
     """
     results: List[Any] = [None] * len(sentences)
+    for index, layers in iter_embedded(sentences, groups, max_chars, run):
+        results[index] = layers
+    return results
+
+
+def iter_embedded(sentences: Sequence[Sequence[str]], groups: Sequence[Sequence[int]], max_chars: int,
+                  run: Callable[[numpy.ndarray, numpy.ndarray], Any]) -> Iterator[Tuple[int, Any]]:
+    """``embed_sentences`` one batch at a time: ``(sentence index, layers)`` pairs, so a
+    caller that keeps only part of each (a long doc's windows) holds one batch at most."""
     for group in groups:
         ids, lengths = batch_char_ids([sentences[i] for i in group], max_chars)
         layers = run(ids, lengths)
         for row, index in enumerate(group):
-            results[index] = layers[:, row, 1 : lengths[row] - 1].copy()
-    return results
+            yield index, layers[:, row, 1 : lengths[row] - 1].copy()
+        del layers
 
 
 def length_batches(lengths: Sequence[int]) -> List[List[int]]:

@@ -17,6 +17,15 @@ BILM_DIR_HINT = " (a biLM directory goes to bilm_dir / ElmoBiLM.from_dir; the fi
 # the same 261-row char_embed dataset.
 ACCEPTED_N_CHARACTERS = (N_CHARACTERS - 1, N_CHARACTERS)
 _PUBLISHED_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
+# Sanity bounds, checked before anything is allocated: far above any published
+# biLM (the largest has lstm.dim 4096, projection_dim 512, 2 layers), far below
+# what would exhaust memory or run for minutes before failing.
+MAX_SIZES = {
+    "char_dim": 4096, "projection_dim": 16384, "lstm_dim": 65536, "n_layers": 64, "n_highway": 64,
+    "max_characters_per_token": 1024,
+}
+MAX_FILTERS = 64  # [width, n_filters] pairs
+MAX_FILTER_COUNT = 65536  # n_filters of one pair
 
 
 _REQUIRED = object()  # in options.json: no default, the file must give it
@@ -146,6 +155,9 @@ class ElmoOptions:
         mcpt = self.max_characters_per_token
         if not _is_int(mcpt) or mcpt < 3:
             self._fail(key("max_characters_per_token"), f"must be an integer >= 3, got {mcpt!r}")
+        for name, bound in MAX_SIZES.items():
+            if getattr(self, name) > bound:
+                self._fail(key(name), f"is {getattr(self, name)!r}, above the sane bound {bound} (a damaged file?)")
         self._validate_filters(mcpt)
         if self.activation not in ACTIVATIONS:
             self._fail(key("activation"), f"must be one of {ACTIVATIONS}, got {self.activation!r}")
@@ -163,11 +175,15 @@ class ElmoOptions:
         key = self.json_key("filters")
         if not self.filters:
             self._fail(key, "must list at least one [width, n_filters] pair")
+        if len(self.filters) > MAX_FILTERS:
+            self._fail(key, f"lists {len(self.filters)} pairs, above the sane bound {MAX_FILTERS} (a damaged file?)")
         for width, number in self.filters:
             if not (_is_int(width) and _is_int(number) and width >= 1 and number >= 1):
                 self._fail(key, f"must hold positive integer pairs, got {[width, number]!r}")
             if width > max_width:
                 self._fail(key, f"has width {width}, wider than max_characters_per_token={max_width}")
+            if number > MAX_FILTER_COUNT:
+                self._fail(key, f"has {number} filters of width {width}, above the sane bound {MAX_FILTER_COUNT}")
 
     # -- options.json -----------------------------------------------------
     @classmethod

@@ -2,18 +2,22 @@
 
 Only datasets are read (plain float arrays): a weight file cannot run code.
 """
+import math
 import re
 from pathlib import Path
-from typing import Any, Dict, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union
 
 import h5py
 import numpy
 
-from ..errors import ElmoWeightsError
+from ..errors import ElmoOptionsError, ElmoWeightsError
 from ..io import atomic_path, require_file
 from .options import BILM_DIR_HINT, ElmoOptions
 
 Shape = Tuple[int, ...]
+# Ten times the largest published biLM's 93.6 million (4 GB in float32): larger
+# options come from a damaged or mistyped file.
+MAX_PARAMETERS = 1_000_000_000
 
 
 def lstm_prefix(direction: int, layer: int) -> str:
@@ -58,7 +62,9 @@ _COUNTED = (
 
 
 def read_weights(options: ElmoOptions, weight_file: Union[str, Path]) -> Dict[str, numpy.ndarray]:
-    """All datasets the options call for, checked for presence, shape and finiteness."""
+    """All datasets the options call for, checked for presence, shape and finiteness.
+    Every shape is checked before any data is read (and before the caller allocates a
+    model), so options that do not fit the file fail at once, whatever their sizes."""
     path = require_file(weight_file, "weight file", BILM_DIR_HINT)
     if not h5py.is_hdf5(str(path)):
         raise ElmoWeightsError(
@@ -66,19 +72,49 @@ def read_weights(options: ElmoOptions, weight_file: Union[str, Path]) -> Dict[st
             "an AllenNLP model archive or a PyTorch checkpoint is not a weight file)"
         )
     expected = expected_shapes(options)
-    arrays: Dict[str, numpy.ndarray] = {}
     try:
         with h5py.File(path, "r") as f:
-            found = []
-            f.visititems(lambda name, obj: found.append(name) if isinstance(obj, h5py.Dataset) else None)
-            _check_no_unexpected(found, expected, options, path)
-            for name, (shape, why) in expected.items():
-                if name not in f or not isinstance(f[name], h5py.Dataset):
-                    raise ElmoWeightsError(f"{path}: dataset '{name}' is missing (needed by {options.source}: {why})")
-                arrays[name] = checked_array(f[name], f"{path}: dataset '{name}'", shape, f"{options.source} needs", why)
+            _check_shapes(f, expected, options, path)
+            return {
+                name: checked_array(f[name], f"{path}: dataset '{name}'", shape, f"{options.source} needs", why)
+                for name, (shape, why) in expected.items()
+            }
     except OSError as err:  # h5py's errors for a damaged file
         raise ElmoWeightsError(f"{path}: cannot read the HDF5 file (truncated or damaged?): {err}") from None
-    return arrays
+
+
+def _check_shapes(f: h5py.File, expected: Dict[str, Tuple[Shape, str]], options: ElmoOptions, path: Path) -> None:
+    found: List[str] = []
+    f.visititems(lambda name, obj: found.append(name) if isinstance(obj, h5py.Dataset) else None)
+    _check_no_unexpected(found, expected, options, path)
+    for name, (shape, why) in expected.items():
+        if name not in f or not isinstance(f[name], h5py.Dataset):
+            raise ElmoWeightsError(f"{path}: dataset '{name}' is missing (needed by {options.source}: {why})")
+        dataset = f[name]
+        if tuple(dataset.shape) != shape:
+            raise ElmoWeightsError(
+                f"{path}: dataset '{name}' has shape {tuple(dataset.shape)} but "
+                f"{options.source} needs {shape} ({why})"
+            )
+        if dataset.dtype.kind != "f":
+            raise ElmoWeightsError(f"{path}: dataset '{name}' has dtype {dataset.dtype}, expected floats")
+
+
+def n_parameters(options: ElmoOptions) -> int:
+    """How many weights the options describe (the biLM without its LM head)."""
+    return sum(math.prod(shape) for shape, _ in expected_shapes(options).values())
+
+
+def check_model_size(options: ElmoOptions) -> None:
+    """Options within every per-option bound can still multiply out to more weights than
+    a machine holds: refused before anything is allocated."""
+    count = n_parameters(options)
+    if count > MAX_PARAMETERS:
+        raise ElmoOptionsError(
+            f"{options.source}: these sizes (lstm.dim {options.lstm_dim}, lstm.projection_dim "
+            f"{options.projection_dim}, lstm.n_layers {options.n_layers}, ...) make {count:,} weights, "
+            f"above the sane bound {MAX_PARAMETERS:,}"
+        )
 
 
 def checked_array(value: Any, what: str, shape: Shape, needs: str, why: str = "") -> numpy.ndarray:

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -125,12 +126,13 @@ def resume_point(partial: Path, progress_file: Path, run_id: Dict) -> int:
     """How many batches an earlier run of the same settings finished (0: start afresh,
     removing the leftovers of a run that never checkpointed)."""
     if partial.exists() and progress_file.exists():
-        saved = json.loads(progress_file.read_text(encoding="utf8"))
+        saved = read_progress(progress_file, partial)
         if saved.get("run") != run_id:
             raise EmbedInputError(
                 f"{partial} holds a run with other settings or another input; "
                 f"delete it (and {progress_file.name}) or rerun with the same settings"
             )
+        check_partial(partial, progress_file)
         return int(saved["done_batches"])
     for stale in (partial, progress_file):
         stale.unlink(missing_ok=True)
@@ -150,16 +152,6 @@ def remove_states(output_file: Path, keep: Optional[Path] = None) -> None:
             state.unlink()
 
 
-def load_states(state_file: Path, progress_file: Path) -> Dict[str, numpy.ndarray]:
-    if not state_file.is_file():
-        raise EmbedInputError(
-            f"{state_file}, the LSTM state that {progress_file.name} vouches for, is missing: "
-            f"delete {progress_file.name} to start the run afresh"
-        )
-    with numpy.load(state_file) as saved:
-        return dict(saved)
-
-
 def save_states(state_file: Path, states: Dict[str, numpy.ndarray]) -> None:
     with atomic_path(state_file) as tmp:
         with open(tmp, "wb") as f:  # a file object: numpy.savez would append ".npz" to a name
@@ -172,6 +164,47 @@ def check_output_free(output_file: Path, overwrite: bool) -> None:
     OUTPUT is never this run's unfinished work: it is replaced only when asked."""
     if output_file.exists() and not overwrite:
         raise EmbedInputError(f"OUTPUT_FILE {output_file} already exists: give --overwrite to replace it, or another name")
+
+
+def _start_afresh(*files: Path) -> str:
+    return f"delete {', '.join(f.name for f in files)} (in {files[0].parent}) to start afresh"
+
+
+def read_progress(progress_file: Path, partial: Path) -> Dict:
+    """An unfinished run's progress file, or an error naming it if it is damaged."""
+    try:
+        saved = json.loads(progress_file.read_text(encoding="utf8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise EmbedInputError(f"{progress_file} is damaged ({err}): {_start_afresh(progress_file, partial)}") from None
+    done = saved.get("done_batches") if isinstance(saved, dict) else None
+    if not (isinstance(done, int) and not isinstance(done, bool) and done >= 0):
+        raise EmbedInputError(f"{progress_file} is damaged (no count of done batches): "
+                              f"{_start_afresh(progress_file, partial)}")
+    return saved
+
+
+def check_partial(partial: Path, progress_file: Path) -> None:
+    """The unfinished output opens as HDF5 (a damaged one fails here, naming it, not midway)."""
+    try:
+        with h5py.File(partial, "r"):
+            pass
+    except OSError:
+        raise EmbedInputError(f"{partial} is damaged (not a readable HDF5 file): "
+                              f"{_start_afresh(partial, progress_file)}") from None
+
+
+def load_states(bilm: "ElmoBiLM", state_file: Path, partial: Path, progress_file: Path) -> None:
+    """The LSTM state a stateful run saved at its last checkpoint, or an error naming the file."""
+    try:
+        with numpy.load(state_file, allow_pickle=False) as arrays:
+            bilm.import_states(dict(arrays))
+    except FileNotFoundError:
+        raise EmbedInputError(f"{state_file} is missing (a stateful run's state): "
+                              f"{_start_afresh(partial, progress_file)}") from None
+    except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile) as err:  # not an .npz, truncated
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise EmbedInputError(f"{state_file} is damaged ({reason}): "
+                              f"{_start_afresh(state_file, partial, progress_file)}") from None
 
 
 def write_sentence_index(out: h5py.File, lines: Sequence[str]) -> None:
@@ -240,7 +273,7 @@ def _embed_batches(output_file: Path, bilm: "ElmoBiLM", sentences, batches, run_
     remove_states(output_file, keep=state_file)  # any other is from a checkpoint that never finished
     bilm.reset_states()
     if state_file is not None:
-        bilm.import_states(load_states(state_file, progress_file))
+        load_states(bilm, state_file, partial, progress_file)
     output_file.parent.mkdir(parents=True, exist_ok=True)
     n_done_lines = sum(len(b) for b in batches[:done_batches])
     bar = tqdm(

@@ -8,7 +8,8 @@ carries its options, so loading rebuilds the right-sized module without the
 original files.
 
 Prediction runs per segment (sentence or window), length-batched, through a
-bounded cache; training (fine-tuning) runs the whole batch with autograd.
+bounded cache, each batch's outputs copied into the docs' layers and freed;
+training (fine-tuning) runs the whole batch with autograd.
 """
 from io import BytesIO
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -23,9 +24,9 @@ from thinc.types import Floats3d
 from ..bilm import ElmoBiLM, ElmoOptions, batch_char_ids
 from ..bilm.kernels import check_precision, weights_version
 from ..bilm.weights import checked_array
-from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
+from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
 from ..io import arrays_sha256
-from ..bilm.model import embed_sentences, length_batches
+from ..bilm.model import embed_sentences, iter_embedded, length_batches
 from .cache import LayerCache
 from .segments import Segment, batch_segments
 
@@ -36,8 +37,9 @@ def build_bilm_model(
     options: Optional[ElmoOptions], max_segment_length: int = 256, cache_mb: float = 0.0
 ) -> BilmModel:
     """``options=None`` defers the sizes until weights are set."""
-    if max_segment_length < 1:
-        raise ElmoError(f"max_segment_length must be >= 1, got {max_segment_length}")
+    problem = _max_segment_length_problem(max_segment_length)
+    if problem:
+        raise ElmoError(problem)
     wrapper = PyTorchWrapper_v3(
         ElmoBiLM(options) if options is not None else torch.nn.Module(),
         convert_inputs=_convert_inputs,
@@ -65,6 +67,20 @@ def build_bilm_model(
             "weights_loaded": False,
         },
     )
+
+
+def _max_segment_length_problem(value: Any) -> Optional[str]:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return None
+    return f"max_segment_length must be an integer >= 1, got {value!r}"
+
+
+def check_loaded_attrs(model: BilmModel, source: str) -> None:
+    """Settings a loaded model brought with it, checked at load (``source`` names the file)
+    rather than at the first doc."""
+    problem = _max_segment_length_problem(model.attrs.get("max_segment_length"))
+    if problem:
+        raise ElmoSavedPipelineError(f"{source}: {problem} (a damaged file?): save the pipeline again")
 
 
 def get_bilm(model: BilmModel) -> Optional[ElmoBiLM]:
@@ -166,42 +182,86 @@ def bilm_forward(model: BilmModel, docs: Sequence[Doc], is_train: bool) -> Tuple
                 "fine-tuning it (a listener with grad_factor > 0) needs precision 'fp32'"
             )
         return _forward_with_gradients(model, bilm, docs, segments, texts)
+    outputs: List[Optional[Floats3d]] = [None] * len(docs)
+
+    def place(segment: Segment, output: Floats3d) -> None:
+        index, window = segment
+        n_tokens = len(docs[index])
+        if window.start == window.keep_start == 0 and window.end == window.keep_end == n_tokens:
+            outputs[index] = output  # the whole doc in one segment: no copy
+            return
+        whole = outputs[index]
+        if whole is None:
+            whole = outputs[index] = model.ops.alloc3f(model.get_dim("nL"), n_tokens, model.get_dim("nO"))
+        whole[:, window.keep_start : window.keep_end] = _kept(window, output)
+
+    _run_segments(model, bilm, segments, texts, place)
+    empty = model.ops.alloc3f(model.get_dim("nL"), 0, model.get_dim("nO"))
+    return [empty if out is None else out for out in outputs], _no_gradient
+
+
+def predict_reduced(model: BilmModel, docs: Sequence[Doc], reduce: Optional[Callable[[Any], Any]]) -> List[Any]:
+    """Each doc's ``reduce(layers)`` without its ``(L+1, n, 2P)`` layers ever existing:
+    ``reduce`` maps a ``(L+1, k, 2P)`` piece to a token-major ``(k, ...)`` array, token
+    by token (as the token mix does); None keeps nothing (the biLM still runs). Memory:
+    the reduced results, one batch, and what the cache is allowed."""
+    bilm = _require_bilm(model)
+    segments, texts = batch_segments(docs, model.attrs["max_segment_length"])
+    reduced: List[Any] = [None] * len(docs)
+
+    def place(segment: Segment, output: Floats3d) -> None:
+        if reduce is None:
+            return
+        index, window = segment
+        piece = reduce(_kept(window, output))
+        if reduced[index] is None:
+            xp = numpy if isinstance(piece, numpy.ndarray) else model.ops.xp
+            reduced[index] = xp.zeros((len(docs[index]),) + piece.shape[1:], dtype=piece.dtype)
+        reduced[index][window.keep_start : window.keep_end] = piece
+
+    _run_segments(model, bilm, segments, texts, place)
+    return reduced
+
+
+def _kept(window, output: Floats3d) -> Floats3d:
+    """The tokens of a segment's output that its doc keeps."""
+    return output[:, window.keep_start - window.start : window.keep_end - window.start]
+
+
+def _run_segments(model: BilmModel, bilm: ElmoBiLM, segments: List[Segment], texts, place: Callable) -> None:
+    """Every segment's ``(L+1, k, 2P)`` output to ``place(segment, output)``, batch by batch
+    through the cache: a long doc's window outputs are freed once placed, so no step
+    holds more than one batch of them."""
     if bilm.precision != model.attrs["precision"]:
         bilm.set_precision(model.attrs["precision"])
-    return _predict(model, bilm, docs, segments, texts), _no_gradient
-
-
-def _no_gradient(d_layers: Any) -> List:
-    return []
-
-
-def _predict(model: BilmModel, bilm: ElmoBiLM, docs, segments, texts) -> List[Floats3d]:
     cache: LayerCache = model.attrs["cache"]
     cache.check_weights(_weights_key(bilm))
-    outputs: List[Optional[Floats3d]] = [None] * len(texts)
     todo: Dict[Tuple[str, ...], List[int]] = {}  # each distinct segment computed once
     for k, key in enumerate(texts):
         hit = cache.get(key) if cache.max_bytes else None
         if hit is None:
             todo.setdefault(key, []).append(k)
         else:
-            outputs[k] = hit
+            place(segments[k], hit)
     keys = list(todo)
     wrapper = model.layers[0]
-    computed = embed_sentences(keys, length_batches([len(key) for key in keys]),
-                               bilm.options.max_characters_per_token, lambda ids, lengths: wrapper.predict((ids, lengths)))
-    for key, output in zip(keys, computed):
-        for k in todo[key]:
-            outputs[k] = output
-        cache.put(key, output)
-    return _assemble(model, docs, segments, outputs)
+    computed = iter_embedded(keys, length_batches([len(key) for key in keys]), bilm.options.max_characters_per_token,
+                             lambda ids, lengths: wrapper.predict((ids, lengths)))
+    for i, output in computed:
+        for k in todo[keys[i]]:
+            place(segments[k], output)
+        cache.put(keys[i], output)
+
+
+def _no_gradient(d_layers: Any) -> List:
+    return []
 
 
 def _assemble(model: BilmModel, docs, segments: List[Segment], outputs) -> List[Floats3d]:
     """Each doc's ``(L+1, n, 2P)`` layers from its segments' kept tokens."""
     per_doc: List[List[Floats3d]] = [[] for _ in docs]
     for (index, window), output in zip(segments, outputs):
-        per_doc[index].append(output[:, window.keep_start - window.start : window.keep_end - window.start])
+        per_doc[index].append(_kept(window, output))
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     result = []
     for parts in per_doc:

@@ -9,7 +9,7 @@ Kept in ``doc.user_data`` as plain arrays:
   form is not (float16, mix only, or nothing stored); each listening
   component takes it once and the last one frees it.
 """
-from typing import Any, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 import numpy
 from spacy.tokens import Doc
@@ -52,6 +52,23 @@ def store_doc_layers(
     full_precision_stored = store == "all" and dtype == "float32"
     if n_listening_components and not full_precision_stored:
         doc.user_data[KEY_PENDING] = [layers, n_listening_components]
+
+
+def token_mix_reducer(token_mix: List[float], dtype: str) -> Callable[[Any], numpy.ndarray]:
+    """What store="mix" keeps of a ``(L+1, k, 2P)`` piece of layers: its ``(k, 2P)`` token mix."""
+    weights = numpy.asarray(token_mix, dtype="float32")
+    return lambda layers: numpy.tensordot(weights, _to_numpy(layers), axes=(0, 0)).astype(dtype, copy=False)
+
+
+def store_doc_reduced(doc: Doc, mix: Optional[numpy.ndarray], *, store: str, dtype: str, token_mix: List[float],
+                      width: int) -> None:
+    """Annotate a doc as ``store_doc_layers`` does when no listener needs its layers, from
+    the token mix alone (store="mix"; ``token_mix_reducer``) or nothing (store="none")."""
+    for key in (KEY_LAYERS, KEY_MIX, KEY_PENDING):
+        doc.user_data.pop(key, None)
+    if store == "mix":
+        doc.user_data[KEY_MIX] = mix if mix is not None else numpy.zeros((len(doc), width), dtype=dtype)
+    doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
 
 
 def layers_for_listener(doc: Doc):

@@ -9,32 +9,35 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
-import srsly
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
-from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
-from ..io import require_file
+from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
 from ..layers.bilm_model import (
     adopt_loaded_bilm,
+    check_loaded_attrs,
     check_precision,
     forget_bilm,
     get_bilm,
+    predict_reduced,
     runtime_attrs,
     set_bilm,
     set_cache_size,
     set_precision,
 )
 from ..layers.doc_data import DTYPE_CHOICES, STORE_CHOICES, store_doc_layers, token_mix_weights
+from ..layers.doc_data import store_doc_reduced, token_mix_reducer
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
 from ..loaders import check_weight_source, default_bilm_dir, load_bilm
 from ..spacy_frames import building_from_config
 from .extensions import install_extensions
+from .saved import check_saved_component
 
 DEFAULT_ELMO_MODEL = Config().from_str(
     """
@@ -206,27 +209,18 @@ class ElmoComponent(TrainablePipe):
 
     def from_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
         path = Path(path)
-        if "cfg" not in exclude:
-            self._check_saved_cfg(path / "cfg")
-        if "model" not in exclude:
-            require_file(path / "model", f"component '{self.name}': saved file")
+        check_saved_component(path, self.name, exclude)
         with self._loading(str(path / "model"), exclude):
             super().from_disk(path, exclude=exclude)
+            if "model" not in exclude:
+                check_loaded_attrs(self.model, f"component '{self.name}': {path / 'model'}")
         return self
-
-    def _check_saved_cfg(self, path: Path) -> None:
-        """spaCy reads a missing cfg as empty and names no file for a damaged one."""
-        require_file(path, f"component '{self.name}': saved file")
-        try:
-            cfg = srsly.read_json(path)
-        except ValueError as err:
-            raise ElmoWeightsError(f"component '{self.name}': cannot load {path}: not valid JSON ({err})") from None
-        if not isinstance(cfg, dict):
-            raise ElmoWeightsError(f"component '{self.name}': cannot load {path}: expected a JSON object")
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
         with self._loading("its cfg and model from bytes", exclude):
             super().from_bytes(bytes_data, exclude=exclude)
+            if "model" not in exclude:
+                check_loaded_attrs(self.model, f"component '{self.name}': its model bytes")
         return self
 
     @contextmanager
@@ -245,6 +239,8 @@ class ElmoComponent(TrainablePipe):
         except (ValueError, LookupError, TypeError) as err:  # our ElmoErrors, damaged msgpack or JSON
             if restore_bilm is not None:
                 restore_bilm()
+            if isinstance(err, ElmoSavedPipelineError):  # it names the file already
+                raise
             raise ElmoWeightsError(f"component '{self.name}': cannot load {what}: {err}") from None
         finally:
             self.cfg.update(settings)
@@ -312,6 +308,38 @@ class ElmoComponent(TrainablePipe):
     def predict(self, docs: Sequence[Doc]) -> List[Floats3d]:
         self._ensure_weights()
         return self.model.predict(list(docs))
+
+    # With store "mix" or "none" and no listening component, nothing reads a doc's full
+    # layers: inference keeps only the stored form, so a long doc's layers never exist at once.
+    def __call__(self, doc: Doc) -> Doc:
+        if self._keeps_full_layers():
+            return super().__call__(doc)
+        (annotated,) = self.pipe([doc], batch_size=1)
+        return annotated
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        if self._keeps_full_layers():
+            yield from super().pipe(stream, batch_size=batch_size)
+            return
+        error_handler = self.get_error_handler()
+        for docs in minibatch(stream, size=batch_size):
+            try:
+                self._annotate_reduced(docs)
+                yield from docs
+            except Exception as err:
+                error_handler(self.name, self, docs, err)
+
+    def _keeps_full_layers(self) -> bool:
+        return self.cfg["store"] == "all" or bool(self.listening_components)
+
+    def _annotate_reduced(self, docs: List[Doc]) -> None:
+        self._ensure_weights()
+        token_mix = token_mix_weights(self.cfg["token_mix"], self.model.get_dim("nL"))
+        dtype = self.cfg["store_dtype"]
+        reduce = token_mix_reducer(token_mix, dtype) if self.cfg["store"] == "mix" else None
+        for doc, mix in zip(docs, predict_reduced(self.model, docs, reduce)):
+            store_doc_reduced(doc, mix, store=self.cfg["store"], dtype=dtype, token_mix=token_mix,
+                              width=self.model.get_dim("nO"))
 
     def set_annotations(self, docs: Sequence[Doc], layers: List[Floats3d]) -> None:
         token_mix = token_mix_weights(self.cfg["token_mix"], self.model.get_dim("nL"))

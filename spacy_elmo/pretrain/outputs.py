@@ -15,18 +15,19 @@ never a torn one. Checkpoints load with ``weights_only=True``: no code runs.
 """
 import json
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 import h5py
 import numpy
 import torch
+from confection import Config
 
 from ..bilm import ElmoBiLM, ElmoOptions
 from ..io import atomic_path, read_jsonl
 from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
 from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.weights import write_weights
-from ..errors import PretrainDataError
+from ..errors import PretrainConfigError, PretrainDataError
 
 CONFIG_NAME = "config.cfg"
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -36,20 +37,65 @@ METRICS_NAME = "metrics.jsonl"
 CURVE_NAME = "training_curve.png"
 
 
+# What every checkpoint holds (train.save writes them; train.restore reads them).
+CHECKPOINT_KEYS = ("model", "optimizer", "step", "epoch", "position", "elapsed", "rng", "world_size",
+                   "train_sha256", "tokens_seen")
+# The [sections] every saved config.cfg has.
+CONFIG_SECTIONS = ("paths", "system", "corpus", "vocab", "model", "training")
+
+
 def save_checkpoint(path: Path, state: Dict[str, Any]) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    # Through a Python file object: a full disk is then an OSError with its errno
+    # (torch's own file writer says only "enforce fail at inline_container.cc").
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        torch.save(state, f)
 
 
-def load_checkpoint(path: Path) -> Dict[str, Any]:
+def load_checkpoint(path: Path, required: Sequence[str] = ()) -> Dict[str, Any]:
+    """A checkpoint's state (``required``: the keys it must hold, e.g. ``CHECKPOINT_KEYS``)."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
         # torch's own text suggests weights_only=False, which would run code from the file: not shown.
         raise PretrainDataError(
             f"{path}: the checkpoint cannot be read (damaged, or not written by pretrain: {type(err).__name__}); "
             "delete it to start this output directory afresh"
         ) from None
+    missing = [key for key in required if not isinstance(state, dict) or key not in state]
+    if missing:
+        raise PretrainDataError(f"{path}: the checkpoint lacks {', '.join(missing)} (damaged, or not written by "
+                                "pretrain); delete it to start this output directory afresh")
+    return state
+
+
+def write_config(path: Path, config: Config) -> None:
+    """The run's config.cfg, atomically, and only when its text changes (a resume with
+    the same settings leaves the file alone)."""
+    text = config.to_str()
+    if path.is_file() and path.read_text(encoding="utf8") == text:
+        return
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf8")
+
+
+def read_saved_config(path: Path, checkpoint: Path) -> Config:
+    """The config.cfg beside a checkpoint; damaged (empty, unparsable, sections missing):
+    an error naming it and what to do."""
+    what_to_do = (f"restore it (the config this run started with) or use a fresh output directory "
+                  f"(or delete {checkpoint.name} to start this one afresh)")
+    if not path.is_file():
+        raise PretrainConfigError(f"{path} is missing beside {checkpoint.name}: {what_to_do}")
+    if path.stat().st_size == 0:
+        raise PretrainConfigError(f"{path} is empty (damaged): {what_to_do}")
+    try:
+        config = Config().from_disk(path, interpolate=False)
+    except Exception as err:  # confection raises several kinds for bad syntax
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise PretrainConfigError(f"{path} cannot be parsed ({first_line}): {what_to_do}") from None
+    missing = [f"[{section}]" for section in CONFIG_SECTIONS if section not in config]
+    if missing:
+        raise PretrainConfigError(f"{path} lacks {', '.join(missing)} (damaged): {what_to_do}")
+    return config
 
 
 def export_bilm(bilm: ElmoBiLM, output_dir: Path, extra_options: Dict[str, Any]) -> None:

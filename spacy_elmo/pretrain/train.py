@@ -14,10 +14,10 @@ import os
 import sys
 import time
 import warnings
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy
 import torch
@@ -33,16 +33,16 @@ from ..bilm.model import OPTIONS_NAME
 from ..bilm.lm_head import NORMALISED_KINDS, build_lm_head
 from .batches import epoch_batches
 from .outputs import (
-    CHECKPOINT_NAME, CONFIG_NAME, CURVE_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME,
-    export_bilm, export_softmax, load_checkpoint, plot_curve, save_checkpoint,
-    truncate_metrics,
+    CHECKPOINT_KEYS, CHECKPOINT_NAME, CONFIG_NAME, CURVE_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME,
+    export_bilm, export_softmax, load_checkpoint, plot_curve, read_saved_config, save_checkpoint,
+    truncate_metrics, write_config,
 )
 from .config import PretrainConfigError, Schedule, config_differences, model_options, model_section, widen_model
 from .corpus import inputs_sha256
 from .data import TrainingData, read_data
 from .evaluation import dev_nll, dev_record, held_out_figures, unknown_rate_warning
 from ..errors import PretrainDataError
-from ..io import append_jsonl, read_jsonl
+from ..io import append_jsonl, is_disk_full, read_jsonl
 from .target_vectors import target_vectors
 from .vocab import Vocabulary
 from .warm_start import WarmStart, read_init_dir, transfer_head, warm_start_summary, widened_bilm
@@ -215,10 +215,7 @@ def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
         widen_model(config, init_options)
     if not (output_dir / CHECKPOINT_NAME).is_file():
         return config, False
-    saved_path = output_dir / CONFIG_NAME
-    if not saved_path.is_file():
-        raise PretrainConfigError(f"{output_dir}: a checkpoint without its {CONFIG_NAME}; use a fresh output directory")
-    saved = Config().from_disk(saved_path, interpolate=False)
+    saved = read_saved_config(output_dir / CONFIG_NAME, output_dir / CHECKPOINT_NAME)
     differences = config_differences(saved, config)
     if differences:
         listed = "; ".join(f"{k}: {a!r} in the checkpoint, {b!r} now" for k, a, b in differences)
@@ -284,6 +281,7 @@ class Run:
     batches: List[numpy.ndarray] = field(default_factory=list)  # the current epoch's
     per_process: int = 0
     train_lengths: List[int] = field(default_factory=list)  # tokens per training sentence, computed once
+    checkpoint_step: Optional[int] = None  # the step of the checkpoint on disk (None: none yet)
 
     @property
     def training(self) -> Dict[str, Any]:
@@ -325,7 +323,7 @@ def start_run(config: Config, output_dir: Path, device: str) -> Tuple[Run, Optio
 def restore(run: Run) -> None:
     """Continue from the checkpoint: weights, optimizer, this process's RNG, progress."""
     path = run.output_dir / CHECKPOINT_NAME
-    state = load_checkpoint(path)
+    state = load_checkpoint(path, CHECKPOINT_KEYS)
     if state["world_size"] != run.dist.world_size:
         raise PretrainConfigError(f"{path} was written by {state['world_size']} process(es); "
                                   f"resume it with the same number, not {run.dist.world_size}")
@@ -338,10 +336,11 @@ def restore(run: Run) -> None:
     run.optimizer.load_state_dict(with_step_implementation(state["optimizer"], run.optimizer))
     _set_rng_state(state["rng"][run.dist.rank], run.device)
     run.progress = Progress(state["step"], state["epoch"], state["position"], state["elapsed"], state["tokens_seen"])
+    run.checkpoint_step = run.progress.step
     if run.dist.is_main:
         remove_stale_temporaries(run.output_dir)
         truncate_metrics(run.output_dir / METRICS_NAME, run.progress.step)
-        run.config.to_disk(run.output_dir / CONFIG_NAME)  # differs at most in resumable settings
+        write_config(run.output_dir / CONFIG_NAME, run.config)  # differs at most in resumable settings
         step, max_steps = run.progress.step, run.training["max_steps"]
         say(f"{run.output_dir}: already trained to step {step} = training.max_steps; nothing to do "
             "(give a larger --training.max_steps to train on)" if step >= max_steps else
@@ -355,7 +354,7 @@ def start_outputs(run: Run) -> None:
     run.output_dir.mkdir(parents=True, exist_ok=True)
     for name in (METRICS_NAME, CURVE_NAME):
         (run.output_dir / name).unlink(missing_ok=True)
-    run.config.to_disk(run.output_dir / CONFIG_NAME)
+    write_config(run.output_dir / CONFIG_NAME, run.config)
     run.data.vocab.to_file(run.output_dir / VOCAB_NAME)
 
 
@@ -452,6 +451,7 @@ def save(run: Run) -> None:
         "position": p.position, "elapsed": run.seconds(), "rng": rng, "world_size": run.dist.world_size,
         "train_sha256": run.train_sha256, "tokens_seen": p.tokens_seen + pending,
     })
+    run.checkpoint_step = p.step
     export_bilm(run.lm.bilm, run.output_dir, {
         "bidirectional": True, "n_tokens_vocab": len(run.data.vocab), "dropout": t["dropout"],
         "n_train_tokens": int(sum(run.train_lengths)), "batch_size_tokens": t["batch_size"],
@@ -473,9 +473,30 @@ def before_training(run: Run, warm: Optional[WarmStart]) -> Optional[Dict[str, f
     return None
 
 
+@contextmanager
+def disk_full_is_an_error(run: Run) -> Iterator[None]:
+    """A full disk while the run writes: one line saying so, where, and what is safe."""
+    try:
+        yield
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        checkpoint = run.output_dir / CHECKPOINT_NAME
+        kept = (f"the last checkpoint, {checkpoint} (step {run.checkpoint_step}), is intact: free some space and "
+                "rerun the same command to resume from it" if run.checkpoint_step is not None else
+                "no checkpoint was written yet: free some space and rerun the same command")
+        raise PretrainDataError(f"no space left on device writing {err.filename or run.output_dir}; {kept}") from None
+
+
 def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bool = True) -> Dict[str, Any]:
     """Train (or resume training) a biLM; returns a summary of the run."""
     run, warm = start_run(config, Path(output_dir), device)
+    with disk_full_is_an_error(run):
+        return train_loop(run, warm, progress)
+
+
+def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str, Any]:
+    """The training loop of a started run, to ``training.max_steps``."""
     t = run.training
     schedule = Schedule(t["learn_rate"], t["warmup_steps"])
     autocast = make_autocast(t["precision"], run.device, run.dist)
