@@ -86,6 +86,7 @@ class ElmoBiLM(nn.Module):
     def from_dir(cls, path: PathLike, device: Union[str, torch.device] = "cpu", precision: str = "fp32") -> "ElmoBiLM":
         """Load a directory holding ``options.json`` + ``weights.hdf5`` (e.g. a pretraining output)."""
         path = Path(path)
+        check_precision(precision, device=device)  # an impossible precision is named before any file
         check_bilm_dir(path)
         return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device, precision=precision)
 
