@@ -24,6 +24,7 @@ FLOPs counted are the ones executed: the LSTM over every position it runs
 width it runs (content + widest filter, see ``char_encoder.py``), the highway
 and projection per distinct token; a multiply-add is 2 FLOPs.
 """
+
 import argparse
 import json
 import os
@@ -33,8 +34,8 @@ from pathlib import Path
 
 import numpy
 import torch
-
 from machine import header, matmul_ceiling, median_seconds
+
 from spacy_elmo.bilm import ElmoBiLM, batch_char_ids, preset
 from spacy_elmo.bilm.char_encoder import CNN_CHUNK_TOKENS, PAD_ID
 from spacy_elmo.bilm.compare import layer_deviation
@@ -81,12 +82,18 @@ def stream_sentences(path: Path, n_sentences: int):
 
 def executed_flops(options, sentences) -> float:
     ids, _ = batch_char_ids(sentences)
-    positions = sum(len(group) * (max(len(sentences[i]) for i in group) + 2) for group in length_batches([len(s) for s in sentences]))
+    positions = sum(
+        len(group) * (max(len(sentences[i]) for i in group) + 2)
+        for group in length_batches([len(s) for s in sentences])
+    )
     types = numpy.unique(ids.reshape(-1, ids.shape[-1]), axis=0)
     content = numpy.sort((types != PAD_ID).sum(axis=1))
     max_width = max(w for w, _ in options.filters)
-    columns = [min(options.max_characters_per_token, int(content[i : i + CNN_CHUNK_TOKENS].max()) + max_width)
-               for i in range(0, len(content), CNN_CHUNK_TOKENS) for _ in content[i : i + CNN_CHUNK_TOKENS]]
+    columns = [
+        min(options.max_characters_per_token, int(content[i : i + CNN_CHUNK_TOKENS].max()) + max_width)
+        for i in range(0, len(content), CNN_CHUNK_TOKENS)
+        for _ in content[i : i + CNN_CHUNK_TOKENS]
+    ]
     C, P, F, d = options.lstm_dim, options.projection_dim, options.n_filters, options.char_dim
     cnn = sum(2 * max(cols - w + 1, 0) * w * d * n for cols in columns for w, n in options.filters)
     dense = len(types) * (options.n_highway * 2 * F * 2 * F + 2 * F * P)
@@ -129,19 +136,25 @@ def bench_precisions(size: str, sentences, repeats: int, labels) -> None:
     for precision, label in labels.items():
         t = statistics.median(seconds[precision])
         print(f"{size} | {label} | {n_tokens / t:.1f} tokens/s | {gflops / t:.1f} GFLOP/s")
-    print(f"{size} | fp32: {statistics.median(fractions):.3f} of the fp32 ceiling (median of {repeats}; "
-          f"range {min(fractions):.3f}-{max(fractions):.3f}; ceiling median {statistics.median(ceilings):.1f} GFLOP/s)")
+    print(
+        f"{size} | fp32: {statistics.median(fractions):.3f} of the fp32 ceiling (median of {repeats}; "
+        f"range {min(fractions):.3f}-{max(fractions):.3f}; ceiling median {statistics.median(ceilings):.1f} GFLOP/s)"
+    )
     if labels.get("bf16") == "bf16":  # native: how far it gets towards its own ceiling
         bf16_ceiling = matmul_ceiling(torch.bfloat16)
         fraction = gflops / statistics.median(seconds["bf16"]) / bf16_ceiling
-        print(f"{size} | bf16: {fraction:.3f} of the bf16 ceiling ({bf16_ceiling:.1f} GFLOP/s, "
-              f"{bf16_ceiling / statistics.median(ceilings):.2f}x the fp32 one)")
+        print(
+            f"{size} | bf16: {fraction:.3f} of the bf16 ceiling ({bf16_ceiling:.1f} GFLOP/s, "
+            f"{bf16_ceiling / statistics.median(ceilings):.2f}x the fp32 one)"
+        )
     for precision, label in labels.items():
         if precision == "fp32":
             continue
         speedups = [f / x for f, x in zip(seconds["fp32"], seconds[precision])]
-        print(f"{size} | {label}: {statistics.median(speedups):.2f}x fp32's tokens/s (median; range "
-              f"{min(speedups):.2f}-{max(speedups):.2f})")
+        print(
+            f"{size} | {label}: {statistics.median(speedups):.2f}x fp32's tokens/s (median; range "
+            f"{min(speedups):.2f}-{max(speedups):.2f})"
+        )
         for layer, (max_abs, cosine) in enumerate(layer_deviation(results["fp32"], results[precision])):
             print(f"{size} | {label} vs fp32, layer {layer}: max abs {max_abs:.4f}, mean cosine {cosine:.6f}")
 
@@ -164,10 +177,12 @@ def bench_type_cache(size: str, stream, repeats: int) -> None:
         on.append(timed(lambda: run_pass(16384)))
     stats = model.type_cache.stats()
     speedups = [a / b for a, b in zip(off, on)]
-    print(f"{size} | type cache off {n_tokens / statistics.median(off):.1f} tokens/s | "
-          f"on {n_tokens / statistics.median(on):.1f} tokens/s | {statistics.median(speedups):.2f}x "
-          f"(range {min(speedups):.2f}-{max(speedups):.2f}) | hit rate {stats['hit_rate']:.3f} "
-          f"({stats['types']} types kept)")
+    print(
+        f"{size} | type cache off {n_tokens / statistics.median(off):.1f} tokens/s | "
+        f"on {n_tokens / statistics.median(on):.1f} tokens/s | {statistics.median(speedups):.2f}x "
+        f"(range {min(speedups):.2f}-{max(speedups):.2f}) | hit rate {stats['hit_rate']:.3f} "
+        f"({stats['types']} types kept)"
+    )
 
 
 def timed(run) -> float:
@@ -183,25 +198,35 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=25)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--text", type=Path, default=HELD_OUT_TEXT, help="the type cache's stream of sentences: one tokenised sentence per line, or a .spacy file")
+    parser.add_argument(
+        "--text",
+        type=Path,
+        default=HELD_OUT_TEXT,
+        help="the type cache's stream of sentences: one tokenised sentence per line, or a .spacy file",
+    )
     parser.add_argument("--stream-sentences", type=int, default=640)
-    parser.add_argument("--force-bf16", action="store_true",
-                        help="run bf16 on a CPU without native bf16 too (torch emulates it: its speed means nothing)")
-    parser.add_argument("--cache-sizes", nargs="*", default=["small"],
-                        help="sizes the type cache is measured on (none: skip it)")
+    parser.add_argument(
+        "--force-bf16",
+        action="store_true",
+        help="run bf16 on a CPU without native bf16 too (torch emulates it: its speed means nothing)",
+    )
+    parser.add_argument(
+        "--cache-sizes", nargs="*", default=["small"], help="sizes the type cache is measured on (none: skip it)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sentences = benchmark_sentences(args.sentences, args.tokens)
     print(header(args.threads))
-    print(f"{len(sentences)} sentences, {sum(map(len, sentences))} tokens, stateless, type cache off; "
-          f"median of {args.repeats} runs")
+    print(
+        f"{len(sentences)} sentences, {sum(map(len, sentences))} tokens, stateless, type cache off; "
+        f"median of {args.repeats} runs"
+    )
     labels = precisions_to_run(args.force_bf16)
     for size in args.sizes:
         bench_precisions(size, sentences, args.repeats, labels)
     if args.cache_sizes:
         stream, source = stream_sentences(args.text, args.stream_sentences)
-        print(f"type cache: {len(stream)} sentences of {source}, batches of 32, fp32, "
-              f"median of {args.repeats} passes")
+        print(f"type cache: {len(stream)} sentences of {source}, batches of 32, fp32, median of {args.repeats} passes")
         for size in args.cache_sizes:
             bench_type_cache(size, stream, args.repeats)
 

@@ -11,15 +11,16 @@ where the CPU has native bf16; elsewhere it is skipped, or with
 ``--force-bf16`` run emulated (labelled so: its F1 is a native CPU's up to
 summation order, its seconds are not).
 """
+
 import argparse
 import os
 import time
 from pathlib import Path
 
 import spacy
+from machine import header
 from spacy.training import Corpus
 
-from machine import header
 from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, PRECISIONS, native_cpu_bf16
 
 
@@ -55,10 +56,18 @@ def main() -> None:
     parser.add_argument("data", type=Path)
     parser.add_argument("--gold-preproc", action="store_true", help="as the pipeline was trained (e.g. the yardstick)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["fp32", "int8"],
-                        help="precisions to score (fp32, the baseline, always runs)")
-    parser.add_argument("--force-bf16", action="store_true",
-                        help="score bf16 on a CPU without native bf16 too (emulated: same F1, slow)")
+    parser.add_argument(
+        "--precision",
+        nargs="+",
+        choices=PRECISIONS,
+        default=["fp32", "int8"],
+        help="precisions to score (fp32, the baseline, always runs)",
+    )
+    parser.add_argument(
+        "--force-bf16",
+        action="store_true",
+        help="score bf16 on a CPU without native bf16 too (emulated: same F1, slow)",
+    )
     args = parser.parse_args()
     import torch
 
@@ -69,8 +78,10 @@ def main() -> None:
     for precision, label in labels.items():
         scores, seconds, n_tokens = score(args.pipeline, args.data, precision, args.gold_preproc)
         results[precision] = 100 * scores["ents_f"]
-        print(f"{label}: ents_f {results[precision]:.2f} ({n_tokens} tokens in {seconds:.1f} s, "
-              f"{n_tokens / seconds:.0f} tokens/s)")
+        print(
+            f"{label}: ents_f {results[precision]:.2f} ({n_tokens} tokens in {seconds:.1f} s, "
+            f"{n_tokens / seconds:.0f} tokens/s)"
+        )
     for precision, label in labels.items():
         if precision != "fp32":
             print(f"{label} - fp32: {results[precision] - results['fp32']:+.2f} F1")

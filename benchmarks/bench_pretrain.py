@@ -16,6 +16,7 @@ bf16 runs only where the CPU has native bf16 (AVX512-BF16 or AMX): elsewhere
 torch emulates it and a step takes minutes, so the script prints the bf16
 matmul ceiling and skips the run (``--force-bf16`` runs it anyway).
 """
+
 import argparse
 import statistics
 import time
@@ -23,16 +24,16 @@ from pathlib import Path
 
 import numpy
 import torch
+from machine import header
 from torch.utils.flop_counter import FlopCounterMode
 
-from machine import header
 from spacy_elmo.bilm.kernels import native_cpu_bf16, unpacked
 from spacy_elmo.bilm.language_model import BidirectionalLM
-from spacy_elmo.bilm.model import ElmoBiLM
 from spacy_elmo.bilm.lm_head import build_lm_head
+from spacy_elmo.bilm.model import ElmoBiLM
 from spacy_elmo.pretrain import load_config
-from spacy_elmo.pretrain.config import model_options, widen_model
 from spacy_elmo.pretrain.batches import epoch_batches, make_batch
+from spacy_elmo.pretrain.config import model_options, widen_model
 from spacy_elmo.pretrain.corpus import Corpus
 from spacy_elmo.pretrain.train import make_optimizer, train_step
 from spacy_elmo.pretrain.vocab import Vocabulary
@@ -88,21 +89,30 @@ def main() -> None:
     vocab = Vocabulary.build(corpus.types, corpus.type_counts(sentences), max_size=vocab_size)
     type_words = vocab.ids(corpus.types)
     batches = epoch_batches([len(s) for s in sentences], batch_tokens, 0, 0)
-    print(f"{args.config.name}: projection {config['model']['projection_dim']}, threads {torch.get_num_threads()}, "
-          f"torch {torch.__version__}, softmax {training['softmax']}, "
-          f"vocab {len(vocab)}, batch {batch_tokens} tokens, native bf16: {native_bf16}")
+    print(
+        f"{args.config.name}: projection {config['model']['projection_dim']}, threads {torch.get_num_threads()}, "
+        f"torch {torch.__version__}, softmax {training['softmax']}, "
+        f"vocab {len(vocab)}, batch {batch_tokens} tokens, native bf16: {native_bf16}"
+    )
     for precision in args.precision:
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
         ceiling = timed_ceiling(dtype)
         if precision == "bf16" and not (native_bf16 or args.force_bf16):
-            print(f"bf16: skipped: no native bf16 on this CPU (matmul ceiling {ceiling:.1f} GFLOP/s, "
-                  f"emulated); --force-bf16 runs it anyway")
+            print(
+                f"bf16: skipped: no native bf16 on this CPU (matmul ceiling {ceiling:.1f} GFLOP/s, "
+                f"emulated); --force-bf16 runs it anyway"
+            )
             continue
         torch.manual_seed(0)
         bilm = ElmoBiLM(model_options(config))
-        head = build_lm_head(training["softmax"], bilm.options.projection_dim, len(vocab),
-                             n_samples=training["n_samples"], cutoffs=training["adaptive_cutoffs"],
-                             div_value=training["adaptive_div_value"])
+        head = build_lm_head(
+            training["softmax"],
+            bilm.options.projection_dim,
+            len(vocab),
+            n_samples=training["n_samples"],
+            cutoffs=training["adaptive_cutoffs"],
+            div_value=training["adaptive_div_value"],
+        )
         lm = BidirectionalLM(bilm, head).train()
         optimizer = make_optimizer(config, lm)  # the update pretrain runs (fused AdamW where there is one)
         autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
@@ -128,10 +138,12 @@ def main() -> None:
             rates.append(tokens / (time.perf_counter() - start))
             fractions.append(rates[-1] * flops_per_token / 1e9 / ceiling)
         rate = statistics.median(rates)
-        print(f"{precision}: {rate:7.0f} tokens/s (median of {args.repeats} x {args.steps} steps; "
-              f"range {min(rates):.0f}-{max(rates):.0f})  {flops_per_token / 1e6:.1f} MFLOP/token  "
-              f"{rate * flops_per_token / 1e9:.1f} GFLOP/s  fraction of the matmul ceiling "
-              f"{statistics.median(fractions):.2f} (range {min(fractions):.2f}-{max(fractions):.2f})")
+        print(
+            f"{precision}: {rate:7.0f} tokens/s (median of {args.repeats} x {args.steps} steps; "
+            f"range {min(rates):.0f}-{max(rates):.0f})  {flops_per_token / 1e6:.1f} MFLOP/token  "
+            f"{rate * flops_per_token / 1e9:.1f} GFLOP/s  fraction of the matmul ceiling "
+            f"{statistics.median(fractions):.2f} (range {min(fractions):.2f}-{max(fractions):.2f})"
+        )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ frozen biLM is never recomputed for a sentence it has seen.
 
 Without --train, a synthetic corpus (random entity sentences) is used.
 """
+
 import argparse
 import random
 import tempfile
@@ -20,8 +21,8 @@ import spacy
 import torch
 from spacy.tokens import Doc, DocBin
 from spacy.training import Example
-from spacy.training.initialize import init_nlp
 from spacy.training.batchers import minibatch_by_words
+from spacy.training.initialize import init_nlp
 from spacy.util import load_config
 from thinc.api import fix_random_seed
 
@@ -91,7 +92,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--bilm-dir", type=Path, help="options.json + weights.hdf5 (default: random weights)")
     parser.add_argument("--bilm-size", default="small", help="preset for random weights: small, medium, original")
-    parser.add_argument("--batch-words", type=int, default=1000, help="words per update (the configs' final batch size)")
+    parser.add_argument(
+        "--batch-words", type=int, default=1000, help="words per update (the configs' final batch size)"
+    )
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -108,8 +111,10 @@ def main() -> None:
             ElmoBiLM(preset(args.bilm_size)).to_files(options, weights)
             described = f"random {args.bilm_size} preset"
         elmo_overrides = {"paths.elmo_options": str(options), "paths.elmo_weights": str(weights)}
-        print(f"{len(docs)} docs, {n_tokens} tokens ({'synthetic' if not args.train else args.train}); "
-              f"biLM: {described}; {args.threads} threads; {args.batch_words} words per update")
+        print(
+            f"{len(docs)} docs, {n_tokens} tokens ({'synthetic' if not args.train else args.train}); "
+            f"biLM: {described}; {args.threads} threads; {args.batch_words} words per update"
+        )
         data = DocBin(docs=docs).to_bytes()
         results = {
             "ner_cnn.cfg": run_config("ner_cnn.cfg", data, args.epochs, {}, args.batch_words),

@@ -15,6 +15,7 @@ bf16 (AVX512-BF16 or AMX) torch emulates it: the figures are the same, only
 slower, and ``pretrain`` warns. Runs that finished are reused from ``--out``
 (delete the folder to start over).
 """
+
 import argparse
 import statistics
 import subprocess
@@ -23,17 +24,36 @@ from pathlib import Path
 from typing import Dict, List
 
 from machine import cpu_model
+
 from spacy_elmo.io import read_jsonl
 
 
 def run_pretrain(args, precision: str, seed: int) -> Path:
     out = args.out / f"{precision}_seed{seed}"
     if not any(r.get("step") == args.steps and "dev_perplexity" in r for r in read_jsonl(out / "metrics.jsonl")):
-        cmd = [sys.executable, "-m", "spacy_elmo", "pretrain", str(args.config), str(out),
-               "--paths.train", str(args.train), "--paths.dev", str(args.dev),
-               "--training.max_steps", str(args.steps), "--training.eval_every_steps", str(args.eval_every),
-               "--training.log_every_steps", "10", "--training.precision", precision,
-               "--system.seed", str(seed), "--no-progress"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "spacy_elmo",
+            "pretrain",
+            str(args.config),
+            str(out),
+            "--paths.train",
+            str(args.train),
+            "--paths.dev",
+            str(args.dev),
+            "--training.max_steps",
+            str(args.steps),
+            "--training.eval_every_steps",
+            str(args.eval_every),
+            "--training.log_every_steps",
+            "10",
+            "--training.precision",
+            precision,
+            "--system.seed",
+            str(seed),
+            "--no-progress",
+        ]
         print(f"running {precision}, seed {seed}: {' '.join(cmd[3:])}", flush=True)
         code = subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode
         if code != 0:  # pretrain's own message (a missing file, a bad option) is on stderr above
@@ -63,8 +83,10 @@ def compare(name: str, fp32: List[Dict[int, float]], bf16: Dict[int, float]) -> 
         gap = abs(bf16[step] - mean)
         within = gap <= noise
         all_within &= within
-        print(f"{step:>6} | {' '.join(f'{v:.3f}' for v in values)} | {mean:.3f} | {noise:.3f} | "
-              f"{bf16[step]:.3f} | {gap:.3f} | {'yes' if within else 'NO'}")
+        print(
+            f"{step:>6} | {' '.join(f'{v:.3f}' for v in values)} | {mean:.3f} | {noise:.3f} | "
+            f"{bf16[step]:.3f} | {gap:.3f} | {'yes' if within else 'NO'}"
+        )
     return all_within
 
 
@@ -85,8 +107,10 @@ def main():
     bf16 = curves(run_pretrain(args, "bf16", args.seeds[0]), args.eval_every)
     dev_ok = compare("held-out perplexity", [c["dev"] for c in fp32], bf16["dev"])
     loss_ok = compare(f"training loss, mean over {args.eval_every} steps", [c["loss"] for c in fp32], bf16["loss"])
-    print(f"\nbf16 within the fp32 seeds' noise: held-out perplexity {'yes' if dev_ok else 'NO'}, "
-          f"training loss {'yes' if loss_ok else 'NO'}")
+    print(
+        f"\nbf16 within the fp32 seeds' noise: held-out perplexity {'yes' if dev_ok else 'NO'}, "
+        f"training loss {'yes' if loss_ok else 'NO'}"
+    )
 
 
 if __name__ == "__main__":

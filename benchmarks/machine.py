@@ -1,4 +1,5 @@
 """What every benchmark prints first: the CPU, and its matmul ceiling measured in the same run."""
+
 import platform
 import statistics
 import subprocess

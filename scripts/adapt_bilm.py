@@ -23,13 +23,14 @@ Two ``pretrain`` runs, each resumable (re-run to continue; a larger
    ``--paths.elmo_options`` and ``--paths.elmo_weights``. Same vocabulary as
    (1), so the two perplexities compare.
 """
+
 from pathlib import Path
 from typing import Dict, List, Set
 
 import typer
-
-from project_errors import ProjectDataError
 from pretrain_corpus import eval_keys, make_nlp, match_key
+from project_errors import ProjectDataError
+
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.io import iter_utf8_lines, require_file
 
@@ -82,16 +83,28 @@ def main(
     from spacy.cli._util import parse_config_overrides
 
     try:
-        train, dev = (require_file(text_dir / name, "adapt-bilm text (pretrain_corpus.py writes it)")
-                      for name in ("train.txt", "dev.txt"))
+        train, dev = (
+            require_file(text_dir / name, "adapt-bilm text (pretrain_corpus.py writes it)")
+            for name in ("train.txt", "dev.txt")
+        )
         check_no_overlap([train, dev], exclude)
         extra = parse_config_overrides(ctx.args)
         paths = {"paths.train": str(train), "paths.dev": str(dev)}
         head_dir = head_dir_of(output_dir)
-        run_pretrain(config, head_dir, {**paths, "paths.init_dir": str(init_dir), "training.train_only": "head",
-                                        "training.max_steps": head_steps, **extra})
-        summary = run_pretrain(config, output_dir, {**paths, "paths.init_dir": str(head_dir),
-                                                    "training.max_steps": steps, **extra})
+        run_pretrain(
+            config,
+            head_dir,
+            {
+                **paths,
+                "paths.init_dir": str(init_dir),
+                "training.train_only": "head",
+                "training.max_steps": head_steps,
+                **extra,
+            },
+        )
+        summary = run_pretrain(
+            config, output_dir, {**paths, "paths.init_dir": str(head_dir), "training.max_steps": steps, **extra}
+        )
     except ElmoError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)

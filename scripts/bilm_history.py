@@ -11,6 +11,7 @@ held-out perplexity against the tokens seen in all). Perplexities are
 comparable only within one held-out set and vocabulary: the table names the
 set by its sha256, and the plot draws each stretch as its own line.
 """
+
 import json
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -56,8 +57,10 @@ def curve_ends(record: dict) -> str:
 
 
 def table(chain: List[dict]) -> List[str]:
-    lines = ["| stretch | set-up | steps | tokens | tokens in all | hours | held-out set (sha256) | held-out perplexity |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| stretch | set-up | steps | tokens | tokens in all | hours | held-out set (sha256) | held-out perplexity |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     previous_width = None
     for k, record in enumerate(chain, 1):
         text, width = setup(record.get("config"))
@@ -66,9 +69,11 @@ def table(chain: List[dict]) -> List[str]:
         previous_width = width
         sha = (record.get("held_out_sha256") or "not recorded")[:12]
         hours = (record.get("training_seconds") or 0) / 3600
-        lines.append(f"| {k} | {text} | {record.get('steps') or 0:,} | "
-                     f"{record.get('tokens_seen') or 0:,} | {record.get('tokens_seen_total') or 0:,} | {hours:.2f} | "
-                     f"{sha} | {curve_ends(record)} |")
+        lines.append(
+            f"| {k} | {text} | {record.get('steps') or 0:,} | "
+            f"{record.get('tokens_seen') or 0:,} | {record.get('tokens_seen_total') or 0:,} | {hours:.2f} | "
+            f"{sha} | {curve_ends(record)} |"
+        )
     return lines
 
 
@@ -83,8 +88,12 @@ def plot(chain: List[dict], png_path: Path) -> None:
         curve = [point for point in record.get("held_out_curve") or [] if "dev_perplexity" in point]
         if curve:
             sha = (record.get("held_out_sha256") or "?")[:8]
-            ax.plot([p["tokens_seen_total"] / 1e6 for p in curve], [p["dev_perplexity"] for p in curve], "o-",
-                    label=f"stretch {k} (held-out set {sha})")
+            ax.plot(
+                [p["tokens_seen_total"] / 1e6 for p in curve],
+                [p["dev_perplexity"] for p in curve],
+                "o-",
+                label=f"stretch {k} (held-out set {sha})",
+            )
     ax.set_xlabel("tokens seen in all (millions)")
     ax.set_ylabel("held-out perplexity")
     ax.set_yscale("log")

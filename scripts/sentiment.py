@@ -27,6 +27,7 @@ tokenizer; ``doc.cats`` one-hot over the variant's labels),
 ``OUTPUT_DIR/manifest.json`` with the counts and ``OUTPUT_DIR/splits.json``
 with the snippet ids of each split, in the order written.
 """
+
 import json
 import random
 from collections import Counter, defaultdict
@@ -35,10 +36,10 @@ from typing import Dict, List, NamedTuple
 
 import spacy
 import typer
+from project_errors import ProjectDataError
 from spacy.tokens import Doc, DocBin
 from tqdm import tqdm
 
-from project_errors import ProjectDataError
 from spacy_elmo.io import file_sha256
 
 FINE_LABELS = ("very_negative", "negative", "neutral", "positive", "very_positive")
@@ -178,7 +179,11 @@ def main(
         "source": str(snippets_file),
         "sha256": sha256,
         "seed": seed,
-        "fractions": {"train": TRAIN_FRACTION, "dev": DEV_FRACTION, "test": round(1 - TRAIN_FRACTION - DEV_FRACTION, 6)},
+        "fractions": {
+            "train": TRAIN_FRACTION,
+            "dev": DEV_FRACTION,
+            "test": round(1 - TRAIN_FRACTION - DEV_FRACTION, 6),
+        },
         "max_per_split": max_per_split,
         "binning": "very_negative <= -2 < negative < -0.5 <= neutral <= 0.5 < positive < 2 <= very_positive; binary drops neutral",
         "snippets": len(snippets),
@@ -189,12 +194,19 @@ def main(
     }
     for variant, (label_set, label_of) in variants.items():
         manifest["variants"][variant] = {
-            split: write_variant(docs, labels, splits[split], label_set, label_of, output_dir / variant / f"{split}.spacy")
+            split: write_variant(
+                docs, labels, splits[split], label_set, label_of, output_dir / variant / f"{split}.spacy"
+            )
             for split in SPLITS
         }
-        typer.echo(f"{variant}: " + "; ".join(
-            f"{split} {sum(counts.values())} {list(counts.values())}" for split, counts in manifest["variants"][variant].items()
-        ), err=True)
+        typer.echo(
+            f"{variant}: "
+            + "; ".join(
+                f"{split} {sum(counts.values())} {list(counts.values())}"
+                for split, counts in manifest["variants"][variant].items()
+            ),
+            err=True,
+        )
     (output_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf8")
     split_ids = {split: [snippets[i].snippet_id for i in indices] for split, indices in splits.items()}
     (output_dir / "splits.json").write_text(json.dumps(split_ids) + "\n", encoding="utf8")

@@ -13,6 +13,7 @@ start from a biLM without one trains a fresh head), and the provenance says
 which. Putting it into the package is a separate, deliberate step:
 ``install_default.py``.
 """
+
 import bisect
 import json
 import shutil
@@ -23,8 +24,8 @@ import h5py
 import numpy
 import typer
 from confection import Config
-
 from project_errors import ProjectDataError
+
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from spacy_elmo.io import file_sha256, read_jsonl
@@ -158,8 +159,10 @@ def ship(bilm_dir: Path, dest: Path, max_mb: float = MAX_MB, corpus_report: Opti
     if not keep_head:
         for name in HEAD_FILES:
             (tmp / name).unlink()
-        record["lm_head"] = (f"left out: with its {head_mb:.1f} MB the biLM would take {bilm_mb + head_mb:.1f} MB, "
-                             f"over the {max_mb} MB limit (a warm start from it trains a fresh head)")
+        record["lm_head"] = (
+            f"left out: with its {head_mb:.1f} MB the biLM would take {bilm_mb + head_mb:.1f} MB, "
+            f"over the {max_mb} MB limit (a warm start from it trains a fresh head)"
+        )
     (tmp / PROVENANCE_NAME).write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
     swap_in(tmp, dest)
     return dest
@@ -169,8 +172,16 @@ def ship(bilm_dir: Path, dest: Path, max_mb: float = MAX_MB, corpus_report: Opti
 def main(
     bilm_dir: Path = typer.Argument(..., exists=True, file_okay=False, help="a `pretrain` output directory"),
     dest: Path = typer.Argument(..., help="where the float16 biLM goes (a project output, not the package)"),
-    max_mb: float = typer.Option(MAX_MB, "--max-mb", help="refuse a biLM larger than this (MB); its LM head goes with it where both fit"),
-    corpus_report: Optional[Path] = typer.Option(None, "--corpus-report", exists=True, dir_okay=False, help="pretrain_corpus's report.json: its totals go into the provenance"),
+    max_mb: float = typer.Option(
+        MAX_MB, "--max-mb", help="refuse a biLM larger than this (MB); its LM head goes with it where both fit"
+    ),
+    corpus_report: Optional[Path] = typer.Option(
+        None,
+        "--corpus-report",
+        exists=True,
+        dir_okay=False,
+        help="pretrain_corpus's report.json: its totals go into the provenance",
+    ),
 ):
     """Write BILM_DIR as float16, with its provenance, to DEST."""
     out = ship(bilm_dir, dest, max_mb, corpus_report)

@@ -10,6 +10,7 @@ subset is therefore a prefix of the next larger one. Writes
 sha256 of TRAIN and, per subset, its document indices and sentence count),
 so the sample is written down and checked when it is made again.
 """
+
 import json
 import random
 from pathlib import Path
@@ -17,9 +18,9 @@ from typing import Dict, List, Sequence
 
 import spacy
 import typer
+from project_errors import ProjectDataError
 from spacy.tokens import Doc, DocBin
 
-from project_errors import ProjectDataError
 from spacy_elmo.io import atomic_path, file_sha256
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -87,9 +88,15 @@ def main(
         raise ProjectDataError(f"{train}: no documents")
     counts = [sentence_count(doc) for doc in docs]
     subsets = nested_subsets(counts, parse_percents(percents), seed)
-    record = {"train": str(train), "train_sha256": file_sha256(train), "seed": seed, "total_sentences": sum(counts),
-              "subsets": {name: {"docs": indices, "sentences": sum(counts[i] for i in indices)}
-                          for name, indices in subsets.items()}}
+    record = {
+        "train": str(train),
+        "train_sha256": file_sha256(train),
+        "seed": seed,
+        "total_sentences": sum(counts),
+        "subsets": {
+            name: {"docs": indices, "sentences": sum(counts[i] for i in indices)} for name, indices in subsets.items()
+        },
+    }
     listing = out_dir / "subsets.json"
     check_written_down(listing, record)
     out_dir.mkdir(parents=True, exist_ok=True)

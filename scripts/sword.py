@@ -8,6 +8,7 @@ blocks (``?zz``). The ``?`` is ``b`` (book blocks) or ``c`` (chapter blocks).
 Entries are OSIS markup: notes and titles are dropped, the other tags removed.
 Format: libsword's ``zverse.cpp`` / ``zverse4.cpp``.
 """
+
 import html
 import re
 import struct

@@ -1,4 +1,5 @@
 """spacy-elmo: ELMo (Peters et al. 2018) as a spaCy component."""
+
 from typing import Any
 
 from .about import __version__

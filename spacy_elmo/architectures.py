@@ -1,5 +1,6 @@
 """Registered model builders (the names configs use). Builders only: the
 layers themselves live in ``spacy_elmo.layers``."""
+
 from typing import Any, Dict, List, Optional
 
 from spacy.tokens import Doc

@@ -1,4 +1,5 @@
 """File helpers shared by the library: atomic writes, UTF-8 lines, sha256, JSONL."""
+
 import errno
 import hashlib
 import json

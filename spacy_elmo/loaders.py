@@ -3,6 +3,7 @@
 Each returns a zero-argument callable, so nothing is read until the
 component is initialized.
 """
+
 from pathlib import Path
 from typing import Callable, Optional, Union
 
@@ -44,7 +45,9 @@ def weights_from_files_v1(options_file: str, weight_file: str) -> Callable[[], E
 
 
 @registry.misc("spacy-elmo.WeightsOrDefault.v1")
-def weights_or_default_v1(options_file: Optional[str] = None, weight_file: Optional[str] = None) -> Callable[[], ElmoBiLM]:
+def weights_or_default_v1(
+    options_file: Optional[str] = None, weight_file: Optional[str] = None
+) -> Callable[[], ElmoBiLM]:
     """bilm-tf / AllenNLP files when given (both), else the English biLM bundled with
     the package: what the shipped configs use, so ``--paths.elmo_*`` is an override."""
     if (options_file is None) != (weight_file is None):
@@ -54,8 +57,9 @@ def weights_or_default_v1(options_file: Optional[str] = None, weight_file: Optio
     return weights_from_files_v1(options_file, weight_file)
 
 
-def check_weight_source(options_file: Optional[PathLike], weight_file: Optional[PathLike],
-                        bilm_dir: Optional[PathLike]) -> None:
+def check_weight_source(
+    options_file: Optional[PathLike], weight_file: Optional[PathLike], bilm_dir: Optional[PathLike]
+) -> None:
     """The named files exist (without reading them): a typo fails where it was made."""
     for path, what in ((options_file, "options_file"), (weight_file, "weight_file")):
         if path is not None:

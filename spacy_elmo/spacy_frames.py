@@ -14,6 +14,7 @@
 ``tests/test_spacy_frames.py`` checks both against the installed spaCy: a spaCy
 release that changes either fails there.
 """
+
 import inspect
 from typing import Any, Callable, Optional, Tuple
 

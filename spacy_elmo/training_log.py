@@ -4,6 +4,7 @@ comparison reports: epochs, steps, wall time, best dev score).
 
 The table leaves out the loss column of an elmo component whose biLM no
 listener fine-tunes: it is always 0.00, and users took it for a bug."""
+
 import json
 import sys
 from pathlib import Path

@@ -4,6 +4,7 @@ It works on bilm-tf-layout arrays (what ``ElmoBiLM.tf_arrays()`` exports, and
 what the files hold), one sentence at a time, with explicit loops: the model
 under test must agree with it for any configuration.
 """
+
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy
@@ -31,9 +32,7 @@ def naive_token_vector(arrays: Dict[str, numpy.ndarray], options: dict, ids: Seq
     pooled = []
     for i, (width, n) in enumerate(options["char_cnn"]["filters"]):
         W, b = arrays[f"CNN/W_cnn_{i}"][0], arrays[f"CNN/b_cnn_{i}"]  # (width, d, n)
-        conv = numpy.stack(
-            [numpy.einsum("wd,wdn->n", emb[p : p + width], W) + b for p in range(len(ids) - width + 1)]
-        )
+        conv = numpy.stack([numpy.einsum("wd,wdn->n", emb[p : p + width], W) + b for p in range(len(ids) - width + 1)])
         pooled.append(act(conv.max(axis=0)))
     x = numpy.concatenate(pooled)
     for k in range(options["char_cnn"]["n_highway"]):
@@ -47,9 +46,7 @@ def _clip(v, limit):
     return numpy.clip(v, -limit, limit) if limit else v
 
 
-def naive_lstm_direction(
-    arrays, options, inputs: numpy.ndarray, direction: int, states: Optional[List[Tuple]] = None
-):
+def naive_lstm_direction(arrays, options, inputs: numpy.ndarray, direction: int, states: Optional[List[Tuple]] = None):
     """Run one direction's stack over ``inputs (n, P)`` in reading order."""
     lstm = options["lstm"]
     outputs, finals = [], []

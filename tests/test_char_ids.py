@@ -1,4 +1,5 @@
 """Character ids, byte for byte as bilm-tf makes them (bilm/data.py, UnicodeCharsVocabulary)."""
+
 import numpy
 
 from spacy_elmo.bilm import batch_char_ids, sentence_char_ids, token_char_ids

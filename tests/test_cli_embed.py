@@ -1,4 +1,5 @@
 """`python -m spacy_elmo embed`: AllenNLP-compatible output, resume, errors."""
+
 import json
 import os
 import subprocess
@@ -96,7 +97,9 @@ def test_interrupted_run_resumes_to_the_same_output(files, monkeypatch, stateful
     original = crash_embed_on_batch(monkeypatch, 3)
     out = tmp / "resumed.hdf5"
     with pytest.raises(KeyboardInterrupt):
-        embed_module.embed_file(text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=stateful, progress=False)
+        embed_module.embed_file(
+            text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=stateful, progress=False
+        )
     assert not out.exists() and out.with_name("resumed.hdf5.partial").exists()
     progress = json.loads(out.with_name("resumed.hdf5.progress.json").read_text())
     assert progress["done_batches"] == 2
@@ -109,7 +112,9 @@ def test_interrupted_run_resumes_to_the_same_output(files, monkeypatch, stateful
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(ElmoBiLM, "embed_batch", counting)
-    embed_module.embed_file(text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=stateful, progress=False)
+    embed_module.embed_file(
+        text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=stateful, progress=False
+    )
     assert resumed_calls["n"] == 2  # 4 batches in all, 2 were done before the crash
     data, _ = read_output(out)
     assert sorted(data) == sorted(reference)
@@ -166,9 +171,22 @@ def test_module_entry_point(files):
     tmp, options, weights, text = files
     out = tmp / "module.hdf5"
     proc = subprocess.run(
-        [sys.executable, "-m", "spacy_elmo", "embed", str(text), str(out),
-         "--options-file", str(options), "--weight-file", str(weights), "--layers", "top"],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "spacy_elmo",
+            "embed",
+            str(text),
+            str(out),
+            "--options-file",
+            str(options),
+            "--weight-file",
+            str(weights),
+            "--layers",
+            "top",
+        ],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr
     assert "sent/s" in proc.stderr  # the progress bar
@@ -189,11 +207,14 @@ def test_without_weight_options_the_bundled_biLM_embeds(files):
     assert data["0"].shape == (5, bundled.options.output_dim)
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--layers", "middle"], "--layers must be one of"),
-    (["--device", "gpu9"], "--device 'gpu9': not a torch device"),
-    (["--options-file", "nowhere.json"], "--options-file and --weight-file go together"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--layers", "middle"], "--layers must be one of"),
+        (["--device", "gpu9"], "--device 'gpu9': not a torch device"),
+        (["--options-file", "nowhere.json"], "--options-file and --weight-file go together"),
+    ],
+)
 def test_bad_options_fail_before_any_weights_load(files, monkeypatch, extra, message):
     tmp, _, _, text = files
     monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
@@ -219,7 +240,9 @@ def test_very_long_lines_run_in_the_components_windows(files):
     numpy.testing.assert_allclose(data["0"], expected, atol=1e-5)
     whole = ElmoBiLM.from_files(options, weights).embed_batch([words])[0]
     assert not numpy.allclose(data["0"], whole, atol=1e-3)  # windowed, not one 300-token run
-    numpy.testing.assert_allclose(data["1"], ElmoBiLM.from_files(options, weights).embed_batch([["short", "line"]])[0], atol=1e-5)
+    numpy.testing.assert_allclose(
+        data["1"], ElmoBiLM.from_files(options, weights).embed_batch([["short", "line"]])[0], atol=1e-5
+    )
 
 
 def test_torchrun_processes_share_the_lines_and_merge_to_the_single_process_file(files):
@@ -229,13 +252,31 @@ def test_torchrun_processes_share_the_lines_and_merge_to_the_single_process_file
     text.write_text("\n".join(LINES * 5) + "\n", encoding="utf8")  # 35 lines: 18 batches of 2
     common = [str(text), "--options-file", str(options), "--weight-file", str(weights), "--batch-size", "2"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    single = subprocess.run([sys.executable, "-m", "spacy_elmo", "embed", common[0], str(tmp / "one.hdf5"), *common[1:]],
-                            capture_output=True, text=True, env=env)
+    single = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "embed", common[0], str(tmp / "one.hdf5"), *common[1:]],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert single.returncode == 0, single.stderr
     shared = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "spacy_elmo", "embed", common[0], str(tmp / "two.hdf5"), *common[1:]],
-        capture_output=True, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "spacy_elmo",
+            "embed",
+            common[0],
+            str(tmp / "two.hdf5"),
+            *common[1:],
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert shared.returncode == 0, shared.stderr
     one, one_index = read_output(tmp / "one.hdf5")
@@ -268,11 +309,14 @@ def test_a_finished_part_is_kept_when_the_shared_run_is_rerun(files, monkeypatch
     assert not part.exists()
 
 
-@pytest.mark.parametrize("extra,env,message", [
-    (["--precision", "int4"], {}, "--precision must be one of"),
-    (["--precision", "int8", "--device", "cuda"], {}, "--precision int8 runs on the CPU only"),
-    (["--stateful"], {"RANK": "0", "WORLD_SIZE": "2"}, "--stateful carries state"),
-])
+@pytest.mark.parametrize(
+    "extra,env,message",
+    [
+        (["--precision", "int4"], {}, "--precision must be one of"),
+        (["--precision", "int8", "--device", "cuda"], {}, "--precision int8 runs on the CPU only"),
+        (["--stateful"], {"RANK": "0", "WORLD_SIZE": "2"}, "--stateful carries state"),
+    ],
+)
 def test_more_bad_options_fail_before_any_weights_load(files, monkeypatch, extra, env, message):
     tmp, _, _, text = files
     for name, value in env.items():
@@ -327,7 +371,9 @@ def test_stateful_run_killed_between_state_and_progress_resumes_to_the_same_outp
         embed_module.embed_file(text, out, bilm, batch_size=2, stateful=True, progress=False)
     assert json.loads(out.with_name("resumed.hdf5.progress.json").read_text())["done_batches"] == 1
     monkeypatch.setattr(embed_module, "write_json_atomic", original)
-    embed_module.embed_file(text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=True, progress=False)
+    embed_module.embed_file(
+        text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=True, progress=False
+    )
     data, _ = read_output(out)
     assert sorted(data) == sorted(reference)
     for key in reference:
@@ -347,8 +393,12 @@ def test_the_output_is_on_disk_before_the_progress_file_vouches_for_it(files, mo
     original = embed_module.write_json_atomic
     monkeypatch.setattr(os, "fsync", recording_fsync)
     monkeypatch.setattr(embed_module, "CHECKPOINT_SECONDS", 0.0)
-    monkeypatch.setattr(embed_module, "write_json_atomic", lambda p, d: events.append(("progress", d["done_batches"])) or original(p, d))
-    embed_module.embed_file(text, tmp / "o.hdf5", ElmoBiLM.from_files(options, weights), batch_size=3, stateful=True, progress=False)
+    monkeypatch.setattr(
+        embed_module, "write_json_atomic", lambda p, d: events.append(("progress", d["done_batches"])) or original(p, d)
+    )
+    embed_module.embed_file(
+        text, tmp / "o.hdf5", ElmoBiLM.from_files(options, weights), batch_size=3, stateful=True, progress=False
+    )
     progress_at = [k for k, event in enumerate(events) if event[0] == "progress"]
     assert [events[k][1] for k in progress_at] == [1, 2, 3]
     for k in progress_at:

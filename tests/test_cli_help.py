@@ -1,4 +1,5 @@
 """`python -m spacy_elmo ... --help` answers without importing torch or spaCy (they take seconds)."""
+
 import json
 import subprocess
 import sys
@@ -20,19 +21,23 @@ print(json.dumps(sorted(name for name in heavy if name in sys.modules)))
 
 
 def run_help(args):
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, json.dumps(args), json.dumps(HEAVY)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", WRAPPER, json.dumps(args), json.dumps(HEAVY)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     *help_lines, imported = proc.stdout.strip().splitlines()
     return " ".join(" ".join(help_lines).split()), json.loads(imported)
 
 
-@pytest.mark.parametrize("args,shows", [
-    (["--help"], "embed"),
-    (["embed", "--help"], "--precision"),
-    (["pretrain", "--help"], "--progress"),
-    (["perplexity", "--help"], "--text-format"),
-])
+@pytest.mark.parametrize(
+    "args,shows",
+    [
+        (["--help"], "embed"),
+        (["embed", "--help"], "--precision"),
+        (["pretrain", "--help"], "--progress"),
+        (["perplexity", "--help"], "--text-format"),
+    ],
+)
 def test_help_imports_neither_torch_nor_spacy(args, shows):
     text, imported = run_help(args)
     assert shows in text

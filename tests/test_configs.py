@@ -1,4 +1,5 @@
 """Every config in configs/ trains for a few steps on a tiny corpus."""
+
 import json
 import subprocess
 import sys
@@ -49,14 +50,28 @@ def corpus(tmp_path_factory):
     )
     subprocess.run(
         [sys.executable, "-m", "spacy", "init", "vectors", "en", str(vectors_txt), str(root / "vectors")],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     return root
 
 
 def spacy_train(config, train, corpus, output, *extra):
-    cmd = [sys.executable, "-m", "spacy", "train", str(CONFIGS / config), "--output", str(output),
-           "--paths.train", str(corpus / train), "--paths.dev", str(corpus / train), *STEPS, *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "spacy",
+        "train",
+        str(CONFIGS / config),
+        "--output",
+        str(output),
+        "--paths.train",
+        str(corpus / train),
+        "--paths.dev",
+        str(corpus / train),
+        *STEPS,
+        *extra,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
@@ -82,9 +97,17 @@ def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, co
     log = tmp_path / "log.jsonl"
     with_vectors = ["--paths.vectors", str(corpus / "vectors")] if "vectors" in config else []
     out = spacy_train(
-        config, train, corpus, tmp_path,
-        "--paths.elmo_options", str(corpus / "options.json"), "--paths.elmo_weights", str(corpus / "weights.hdf5"),
-        "--training.logger.output_file", str(log), *with_vectors,
+        config,
+        train,
+        corpus,
+        tmp_path,
+        "--paths.elmo_options",
+        str(corpus / "options.json"),
+        "--paths.elmo_weights",
+        str(corpus / "weights.hdf5"),
+        "--training.logger.output_file",
+        str(log),
+        *with_vectors,
     )
     assert "Saved pipeline" in out
     # The biLM is frozen in every shipped config: its loss (always 0.00) is not a column.
@@ -127,15 +150,34 @@ def test_baseline_configs_train(corpus, tmp_path, config, train, extra):
 
 def test_spacy_package_gives_the_same_vectors(corpus, tmp_path):
     spacy_train(
-        "ner_elmo.cfg", "ner.spacy", corpus, tmp_path / "trained",
-        "--paths.elmo_options", str(corpus / "options.json"), "--paths.elmo_weights", str(corpus / "weights.hdf5"),
+        "ner_elmo.cfg",
+        "ner.spacy",
+        corpus,
+        tmp_path / "trained",
+        "--paths.elmo_options",
+        str(corpus / "options.json"),
+        "--paths.elmo_weights",
+        str(corpus / "weights.hdf5"),
     )
     trained = tmp_path / "trained" / "model-last"
     (tmp_path / "pkg").mkdir()
     proc = subprocess.run(
-        [sys.executable, "-m", "spacy", "package", str(trained), str(tmp_path / "pkg"), "--build", "none",
-         "--name", "elmo_test", "--version", "0.0.1"],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "spacy",
+            "package",
+            str(trained),
+            str(tmp_path / "pkg"),
+            "--build",
+            "none",
+            "--name",
+            "elmo_test",
+            "--version",
+            "0.0.1",
+        ],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     packaged = tmp_path / "pkg" / "en_elmo_test-0.0.1" / "en_elmo_test" / "en_elmo_test-0.0.1"
@@ -149,8 +191,8 @@ def test_spacy_package_gives_the_same_vectors(corpus, tmp_path):
 
 
 def test_elmo_configs_use_the_bundled_biLM_without_weight_paths(corpus, tmp_path):
-    from spacy_elmo.loaders import DEFAULT_BILM_DIR
     from spacy_elmo.bilm import ElmoOptions
+    from spacy_elmo.loaders import DEFAULT_BILM_DIR
 
     spacy_train("ner_elmo_only.cfg", "ner.spacy", corpus, tmp_path)  # no --paths.elmo_*
     nlp = spacy.load(tmp_path / "model-last")
@@ -168,8 +210,18 @@ TASK_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg") if not p.name.starts
 def test_spacy_debug_config_accepts_every_shipped_task_config(corpus, config):
     """Complete configs (as `spacy init fill-config` makes them): spaCy's own checks pass."""
     train = corpus / train_file(config)
-    cmd = [sys.executable, "-m", "spacy", "debug", "config", str(CONFIGS / config),
-           "--paths.train", str(train), "--paths.dev", str(train)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "spacy",
+        "debug",
+        "config",
+        str(CONFIGS / config),
+        "--paths.train",
+        str(train),
+        "--paths.dev",
+        str(train),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "Config is valid" in proc.stdout and "✘" not in proc.stdout
@@ -183,11 +235,32 @@ def train_file(config: str) -> str:
 def test_every_search_config_trains_two_steps(corpus, tmp_path, config):
     component = "textcat" if "textcat" in config else "ner"
     with_elmo = "_elmo" in config
-    elmo_paths = ["--paths.elmo_options", str(corpus / "options.json"), "--paths.elmo_weights", str(corpus / "weights.hdf5")]
-    cmd = [sys.executable, "-m", "spacy", "train", str(CONFIGS / config), "--output", str(tmp_path),
-           "--paths.train", str(corpus / train_file(config)), "--paths.dev", str(corpus / train_file(config)),
-           "--paths.vectors", str(corpus / "vectors"), "--training.max_steps", "2", "--training.eval_frequency", "1",
-           *(elmo_paths if with_elmo else [])]
+    elmo_paths = [
+        "--paths.elmo_options",
+        str(corpus / "options.json"),
+        "--paths.elmo_weights",
+        str(corpus / "weights.hdf5"),
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "spacy",
+        "train",
+        str(CONFIGS / config),
+        "--output",
+        str(tmp_path),
+        "--paths.train",
+        str(corpus / train_file(config)),
+        "--paths.dev",
+        str(corpus / train_file(config)),
+        "--paths.vectors",
+        str(corpus / "vectors"),
+        "--training.max_steps",
+        "2",
+        "--training.eval_frequency",
+        "1",
+        *(elmo_paths if with_elmo else []),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     nlp = spacy.load(tmp_path / "model-last")
@@ -226,7 +299,10 @@ def test_search_pairs_differ_only_by_elmo(config):
     assert elmo_tok2vec["embed"] == base_tok2vec["embed"]
     assert elmo_tok2vec["encode"] == base_tok2vec["encode"]
     assert elmo_tok2vec["width"] == base_tok2vec["encode"]["width"]
-    head = lambda cfg: {k: v for k, v in cfg["components"][component]["model"].items() if k != "tok2vec"}
+
+    def head(cfg):
+        return {k: v for k, v in cfg["components"][component]["model"].items() if k != "tok2vec"}
+
     assert head(elmo) == head(base)
     assert elmo["training"] == base["training"] and elmo["corpora"] == base["corpora"]
 

@@ -1,6 +1,7 @@
 """The biLM the package ships (spacy_elmo/data/default_bilm, made by the
 project's `ship-default` step): present, within the size cap, float16, and
 what `nlp.add_pipe("elmo")` uses with no config, offline."""
+
 import json
 
 import h5py
@@ -38,18 +39,23 @@ def test_default_bilm_is_contextual():
     """Layer 0 is context-free, the LSTM layers are not: "bank" by a river and
     "bank" raising rates share layer 0 exactly and differ above it."""
     bilm = ElmoBiLM.from_dir(DEFAULT_BILM_DIR)
-    river, money = bilm.embed_batch([
-        ["We", "sat", "on", "the", "bank", "of", "the", "river", "."],
-        ["The", "bank", "raised", "interest", "rates", "."],
-    ])
+    river, money = bilm.embed_batch(
+        [
+            ["We", "sat", "on", "the", "bank", "of", "the", "river", "."],
+            ["The", "bank", "raised", "interest", "rates", "."],
+        ]
+    )
     numpy.testing.assert_allclose(river[0, 4], money[0, 1], atol=1e-6)
     assert not numpy.allclose(river[2, 4], money[2, 1], atol=1e-2)
 
 
 # Sentences of many lengths, so batches pad differently and the matmuls block differently.
 BATCH_SENTENCES = [
-    ("The bank raised interest rates on Monday , citing inflation that has stayed above target "
-     "for most of the year .").split()[: n] for n in (3, 7, 12, 20)
+    (
+        "The bank raised interest rates on Monday , citing inflation that has stayed above target "
+        "for most of the year ."
+    ).split()[:n]
+    for n in (3, 7, 12, 20)
 ] + [["Reuters", "reported", "the", "deal", "."], ["Short", "."], ["A"] * 40]
 
 

@@ -1,5 +1,6 @@
 """README.md and docs/*.md: every relative link and #anchor resolves, every command they
 name exists, and the README stays a front page."""
+
 import re
 from pathlib import Path
 
@@ -48,12 +49,18 @@ def links(path: Path):
     return LINK.findall(prose(path.read_text(encoding="utf8")))
 
 
-@pytest.mark.parametrize("heading,expected", [
-    ("Pretraining your own biLM: `python -m spacy_elmo pretrain`", "pretraining-your-own-bilm-python--m-spacy_elmo-pretrain"),
-    ("The pretraining corpus (grown to 15.3M words)", "the-pretraining-corpus-grown-to-153m-words"),
-    ("Learning curve: scarce labels (paper sec. 5.4)", "learning-curve-scarce-labels-paper-sec-54"),
-    ("**Speed** (CPU)", "speed-cpu"),
-])
+@pytest.mark.parametrize(
+    "heading,expected",
+    [
+        (
+            "Pretraining your own biLM: `python -m spacy_elmo pretrain`",
+            "pretraining-your-own-bilm-python--m-spacy_elmo-pretrain",
+        ),
+        ("The pretraining corpus (grown to 15.3M words)", "the-pretraining-corpus-grown-to-153m-words"),
+        ("Learning curve: scarce labels (paper sec. 5.4)", "learning-curve-scarce-labels-paper-sec-54"),
+        ("**Speed** (CPU)", "speed-cpu"),
+    ],
+)
 def test_anchors_are_made_as_github_makes_them(heading, expected):
     assert slug(heading) == expected
 

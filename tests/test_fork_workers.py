@@ -4,6 +4,7 @@ Linux forks spaCy's worker processes; a fork after torch ran a two-thread
 parallel region used to hang the workers in an OpenMP barrier. The run goes in
 a subprocess with a timeout, so a hang fails this test instead of the suite.
 """
+
 import json
 import os
 import signal
@@ -37,8 +38,13 @@ SCRIPT = textwrap.dedent(
 def test_worker_processes_do_not_hang_after_a_two_thread_parent(tmp_path):
     tiny_bilm().to_files(tmp_path / "options.json", tmp_path / "weights.hdf5")
     # A session of its own: on a hang, the workers are killed with their parent.
-    process = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = process.communicate(timeout=120)
     except subprocess.TimeoutExpired:

@@ -1,4 +1,5 @@
 """Inference speed-ups that must not change results: packed kernels, the type cache, int8."""
+
 import numpy
 import pytest
 import spacy
@@ -30,7 +31,6 @@ def test_packed_linear_is_x_times_weight_plus_bias_plus_add(packed, with_bias, w
     assert 0 < float((quantized - expected).abs().max()) < 0.05 * float(expected.abs().max())
 
 
-
 def test_int8_products_do_not_saturate_on_this_cpu():
     """Activations near the top of their range times weights at +127: pairs of u8*s8
     products sum past 16 bits, where AVX2's kernels saturate unless activations use 7 bits."""
@@ -40,6 +40,7 @@ def test_int8_products_do_not_saturate_on_this_cpu():
     expected = x @ weight
     quantized = PackedLinear(weight, None, "int8")(x)
     assert float((quantized - expected).abs().max()) < 0.01 * float(expected.abs().max())
+
 
 def test_unknown_precision_is_refused():
     with pytest.raises(ElmoError, match="precision must be one of"):
@@ -135,10 +136,12 @@ def test_the_component_runs_int8_and_keeps_it_after_saving(tmp_path, weight_file
     numpy.testing.assert_allclose(loaded(text)._.elmo_layers, quantized, atol=1e-6)
 
 
-
-@pytest.mark.parametrize("saved,loaded_as", [("fp32", "int8"), ("int8", "fp32"), ("fp32", "bf16"), ("bf16", "fp32"),
-                                              ("int8", "bf16")])
-def test_a_saved_pipeline_runs_at_the_precision_it_is_loaded_with(tmp_path, weight_files, saved, loaded_as, monkeypatch):
+@pytest.mark.parametrize(
+    "saved,loaded_as", [("fp32", "int8"), ("int8", "fp32"), ("fp32", "bf16"), ("bf16", "fp32"), ("int8", "bf16")]
+)
+def test_a_saved_pipeline_runs_at_the_precision_it_is_loaded_with(
+    tmp_path, weight_files, saved, loaded_as, monkeypatch
+):
     """The switch docs/component.md gives: spacy.load(path, config=...) must win over the saved setting."""
     monkeypatch.setenv(FORCE_BF16_ENV, "1")  # bf16 where this CPU has no native bf16
     text = "The cat sat on the mat ."
@@ -156,12 +159,24 @@ def test_a_saved_pipeline_keeps_the_cache_size_it_is_loaded_with(tmp_path, weigh
     assert nlp.get_pipe("elmo").cfg["cache_size_mb"] == 0
     assert nlp.get_pipe("elmo").model.attrs["cache"].max_bytes == 0
 
+
 def test_int8_fine_tuning_is_refused_at_initialize_in_one_line(weight_files):
     nlp = make_nlp(weight_files, precision="int8")
     listener = {"@architectures": "spacy-elmo.ElmoListener.v1", "grad_factor": 1.0}
-    nlp.add_pipe("textcat", config={"model": {"@architectures": "spacy.TextCatReduce.v1", "exclusive_classes": True,
-                                              "use_reduce_first": False, "use_reduce_last": False,
-                                              "use_reduce_max": False, "use_reduce_mean": True, "tok2vec": listener}})
+    nlp.add_pipe(
+        "textcat",
+        config={
+            "model": {
+                "@architectures": "spacy.TextCatReduce.v1",
+                "exclusive_classes": True,
+                "use_reduce_first": False,
+                "use_reduce_last": False,
+                "use_reduce_max": False,
+                "use_reduce_mean": True,
+                "tok2vec": listener,
+            }
+        },
+    )
     for label in ("POS", "NEG"):
         nlp.get_pipe("textcat").add_label(label)
     with pytest.raises(ElmoError) as info:
@@ -173,8 +188,10 @@ def test_int8_fine_tuning_is_refused_at_initialize_in_one_line(weight_files):
     )
     assert not nlp.get_pipe("elmo").has_weights  # refused before any work
     frozen = make_nlp(weight_files, precision="int8")
-    frozen.add_pipe("textcat", config={"model": {**nlp.config["components"]["textcat"]["model"],
-                                                 "tok2vec": {**listener, "grad_factor": 0.0}}})
+    frozen.add_pipe(
+        "textcat",
+        config={"model": {**nlp.config["components"]["textcat"]["model"], "tok2vec": {**listener, "grad_factor": 0.0}}},
+    )
     for label in ("POS", "NEG"):
         frozen.get_pipe("textcat").add_label(label)
     frozen.initialize()  # a frozen biLM may run int8 while the task trains

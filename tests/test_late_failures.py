@@ -1,5 +1,6 @@
 """Bad sizes, damaged saved pipelines and resume files, a full disk: each fails at
 once with one line naming the file and what is wrong, before any allocation or work."""
+
 import json
 from pathlib import Path
 
@@ -145,8 +146,7 @@ def test_a_full_disk_says_so_and_where_and_that_the_last_checkpoint_is_intact(tm
 
     import torch
 
-    from spacy_elmo.pretrain import PretrainDataError
-    from spacy_elmo.pretrain import outputs
+    from spacy_elmo.pretrain import PretrainDataError, outputs
     from spacy_elmo.pretrain.outputs import load_checkpoint
 
     train, _ = text_files
@@ -167,8 +167,14 @@ def test_a_full_disk_says_so_and_where_and_that_the_last_checkpoint_is_intact(tm
     if how == "torch":
         monkeypatch.setattr(torch, "save", full_on_second_checkpoint)
     else:
-        monkeypatch.setattr(outputs, "write_weights", lambda *a, **k: calls.__setitem__("save", calls["save"] + 1)
-                            or (full_weights(*a, **k) if calls["save"] == 2 else real_write_weights(*a, **k)))
+        monkeypatch.setattr(
+            outputs,
+            "write_weights",
+            lambda *a, **k: (
+                calls.__setitem__("save", calls["save"] + 1)
+                or (full_weights(*a, **k) if calls["save"] == 2 else real_write_weights(*a, **k))
+            ),
+        )
     with pytest.raises(PretrainDataError) as err:
         _pretrain(out, train)
     message = str(err.value)
@@ -201,8 +207,10 @@ def test_a_really_full_disk_is_an_errno_not_torchs_enforce_fail(tmp_path, monkey
     assert err.value.errno == errno.ENOSPC
 
 
-@pytest.mark.parametrize("content,problem", [(b"", "is empty"), (b"[paths\ntrain = ", "cannot be parsed"),
-                                             (b"[paths]\ntrain = null\n", "lacks [system]")])
+@pytest.mark.parametrize(
+    "content,problem",
+    [(b"", "is empty"), (b"[paths\ntrain = ", "cannot be parsed"), (b"[paths]\ntrain = null\n", "lacks [system]")],
+)
 def test_a_damaged_config_beside_a_checkpoint_is_named_with_what_to_do(tmp_path, text_files, content, problem):
     from spacy_elmo.pretrain import PretrainConfigError
 
@@ -260,21 +268,30 @@ def interrupted_embed(tmp_path, bilm_files, monkeypatch):
     original = crash_embed_on_batch(monkeypatch, 3)
     out = tmp_path / "out.hdf5"
     with pytest.raises(KeyboardInterrupt):
-        embed_module.embed_file(text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=True,
-                                progress=False)
+        embed_module.embed_file(
+            text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=True, progress=False
+        )
     monkeypatch.setattr(ElmoBiLM, "embed_batch", original)
 
     def resume():
-        embed_module.embed_file(text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=True,
-                                progress=False)
+        embed_module.embed_file(
+            text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=True, progress=False
+        )
 
     return out, resume
 
 
-@pytest.mark.parametrize("suffix,content", [
-    (".progress.json", b""), (".progress.json", b"{\"run\": "), (".progress.json", b"[1]"),
-    (".partial", b"not hdf5 at all"), (".state.npz", b"PK\x03\x04 torn"), (".state.npz", None),
-])
+@pytest.mark.parametrize(
+    "suffix,content",
+    [
+        (".progress.json", b""),
+        (".progress.json", b'{"run": '),
+        (".progress.json", b"[1]"),
+        (".partial", b"not hdf5 at all"),
+        (".state.npz", b"PK\x03\x04 torn"),
+        (".state.npz", None),
+    ],
+)
 def test_damaged_embed_resume_files_are_named_with_what_to_do(interrupted_embed, suffix, content):
     from spacy_elmo.errors import EmbedInputError
 

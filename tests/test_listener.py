@@ -1,4 +1,5 @@
 """Training through the listener: round trips, frozen/fine-tuned biLM, replace_listeners."""
+
 import numpy
 import pytest
 import spacy
@@ -212,12 +213,25 @@ def test_listeners_work_whatever_is_stored(weight_files, store, dtype):
 
 # With ElmoConcat the listener sits at model.tok2vec.elmo; the block's own path
 # (what spacy-transformers users type) must give a pipeline that saves and loads too.
-@pytest.mark.parametrize("concat,path", [(False, "model.tok2vec"), (True, "model.tok2vec.elmo"), (True, "model.tok2vec")])
+@pytest.mark.parametrize(
+    "concat,path", [(False, "model.tok2vec"), (True, "model.tok2vec.elmo"), (True, "model.tok2vec")]
+)
 def test_replace_listeners(weight_files, tmp_path, concat, path):
     if concat:
-        tok2vec = {"@architectures": "spacy-elmo.ElmoConcat.v1", "elmo": listener(dropout=0.1), "tok2vec": {
-            "@architectures": "spacy.HashEmbedCNN.v2", "pretrained_vectors": None, "width": 8, "depth": 1,
-            "embed_size": 100, "window_size": 1, "maxout_pieces": 2, "subword_features": True}}
+        tok2vec = {
+            "@architectures": "spacy-elmo.ElmoConcat.v1",
+            "elmo": listener(dropout=0.1),
+            "tok2vec": {
+                "@architectures": "spacy.HashEmbedCNN.v2",
+                "pretrained_vectors": None,
+                "width": 8,
+                "depth": 1,
+                "embed_size": 100,
+                "window_size": 1,
+                "maxout_pieces": 2,
+                "subword_features": True,
+            },
+        }
     else:
         tok2vec = listener(dropout=0.1)
     nlp = make_nlp(weight_files, ner_listener=tok2vec)
@@ -262,7 +276,9 @@ def test_a_listener_without_its_producer_warns_once_naming_the_component(weight_
         warnings.simplefilter("error")  # elmo runs: no warning
         nlp(TEST_TEXTS[0])
     with nlp.select_pipes(disable=["elmo"]):
-        with pytest.warns(UserWarning, match=r"ELMo listener of 'ner' found no ELMo layers on 1 of 1 doc.*enable_pipe\('elmo'\)"):
+        with pytest.warns(
+            UserWarning, match=r"ELMo listener of 'ner' found no ELMo layers on 1 of 1 doc.*enable_pipe\('elmo'\)"
+        ):
             nlp(TEST_TEXTS[0])
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # once per component, not per call
@@ -286,11 +302,23 @@ def test_the_training_table_shows_the_elmo_loss_only_when_the_biLM_trains(weight
 def tok2vec_at_input(width=8):
     """spacy-elmo.ElmoTok2Vec.v1: ELMo at the encoder's input."""
     return {
-        "@architectures": "spacy-elmo.ElmoTok2Vec.v1", "width": width, "elmo": listener(dropout=0.1),
-        "embed": {"@architectures": "spacy.MultiHashEmbed.v2", "width": width, "attrs": ["NORM", "PREFIX"],
-                  "rows": [100, 50], "include_static_vectors": False},
-        "encode": {"@architectures": "spacy.MaxoutWindowEncoder.v2", "width": width, "depth": 1,
-                   "window_size": 1, "maxout_pieces": 2},
+        "@architectures": "spacy-elmo.ElmoTok2Vec.v1",
+        "width": width,
+        "elmo": listener(dropout=0.1),
+        "embed": {
+            "@architectures": "spacy.MultiHashEmbed.v2",
+            "width": width,
+            "attrs": ["NORM", "PREFIX"],
+            "rows": [100, 50],
+            "include_static_vectors": False,
+        },
+        "encode": {
+            "@architectures": "spacy.MaxoutWindowEncoder.v2",
+            "width": width,
+            "depth": 1,
+            "window_size": 1,
+            "maxout_pieces": 2,
+        },
     }
 
 
@@ -309,8 +337,9 @@ def test_elmo_at_the_encoders_input_reaches_the_neighbours_and_at_its_output_doe
         doc.user_data["elmo"][0] = token0
         settings = {k: v for k, v in tok2vec_at_input().items() if k not in ("@architectures", "elmo")}
         if architecture == "concat":
-            tok2vec = registry.resolve({"m": {"@architectures": "spacy.Tok2Vec.v2", "embed": settings["embed"],
-                                              "encode": settings["encode"]}})["m"]
+            tok2vec = registry.resolve(
+                {"m": {"@architectures": "spacy.Tok2Vec.v2", "embed": settings["embed"], "encode": settings["encode"]}}
+            )["m"]
             model = registry.get("architectures", "spacy-elmo.ElmoConcat.v1")(fake, tok2vec)
         else:
             resolved = registry.resolve({"e": settings["embed"], "c": settings["encode"]})

@@ -5,6 +5,7 @@ Measured with tracemalloc, which sees every numpy allocation (the layers the com
 assembles and stores) but not torch's working memory (one batch, bounded by
 MAX_BATCH_POSITIONS): exact and machine-independent, not a timing.
 """
+
 import tracemalloc
 
 import numpy

@@ -1,4 +1,5 @@
 """The `elmo` component through `nlp`: annotations, storage, segments, serialization."""
+
 import numpy
 import pytest
 import spacy
@@ -71,7 +72,9 @@ def test_token_and_span_vectors(weight_files):
     numpy.testing.assert_allclose(weighted[3]._.elmo, 0.25 * layers[1, 3] + 0.75 * layers[2, 3], atol=1e-6)
 
 
-@pytest.mark.parametrize("store,dtype", [("mix", "float32"), ("mix", "float16"), ("all", "float16"), ("none", "float32")])
+@pytest.mark.parametrize(
+    "store,dtype", [("mix", "float32"), ("mix", "float16"), ("all", "float16"), ("none", "float32")]
+)
 def test_storage_options(weight_files, store, dtype):
     full = make_nlp(weight_files)(TEXTS[0])
     doc = make_nlp(weight_files, store=store, store_dtype=dtype)(TEXTS[0])
@@ -162,7 +165,9 @@ def test_a_missing_or_wrong_weight_file_fails_at_add_pipe(tmp_path, weight_files
     nlp = spacy.blank("en")
     with pytest.raises(FileNotFoundError, match="elmo weight_file not found: .*gone.hdf5"):
         nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(tmp_path / "gone.hdf5")})
-    with pytest.raises(FileNotFoundError, match=r"elmo weight_file .* is a directory, not a file \(a biLM directory goes to bilm_dir"):
+    with pytest.raises(
+        FileNotFoundError, match=r"elmo weight_file .* is a directory, not a file \(a biLM directory goes to bilm_dir"
+    ):
         nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(tmp_path)})
     with pytest.raises(FileNotFoundError, match="elmo bilm_dir not found"):
         nlp.add_pipe("elmo", config={"bilm_dir": str(tmp_path / "nowhere")})
@@ -170,8 +175,10 @@ def test_a_missing_or_wrong_weight_file_fails_at_add_pipe(tmp_path, weight_files
     (tmp_path / "half" / "weights.hdf5").write_bytes(b"")
     with pytest.raises(FileNotFoundError) as info:
         nlp.add_pipe("elmo", config={"bilm_dir": str(tmp_path / "half")})
-    assert str(info.value) == (f"elmo bilm_dir {tmp_path / 'half'} has no options.json: a biLM directory holds "
-                               "options.json and weights.hdf5 (as `python -m spacy_elmo pretrain` writes them)")
+    assert str(info.value) == (
+        f"elmo bilm_dir {tmp_path / 'half'} has no options.json: a biLM directory holds "
+        "options.json and weights.hdf5 (as `python -m spacy_elmo pretrain` writes them)"
+    )
     assert nlp.pipe_names == []
     nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
     assert nlp.pipe_names == ["elmo"]  # and the weights are still read at first use only
@@ -183,14 +190,20 @@ def test_config_sizes_must_match_the_weights(weight_files):
     nlp = spacy.blank("en")
     model = {
         "@architectures": "spacy-elmo.ElmoBiLM.v1",
-        "char_dim": 4, "filters": [[1, 4], [2, 6], [3, 8]], "n_highway": 2,
-        "projection_dim": 8, "lstm_dim": 32, "n_layers": 2,
+        "char_dim": 4,
+        "filters": [[1, 4], [2, 6], [3, 8]],
+        "n_highway": 2,
+        "projection_dim": 8,
+        "lstm_dim": 32,
+        "n_layers": 2,
     }
     nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights), "model": model})
     with pytest.raises(ElmoError, match=r"lstm.dim is 32 in the component.s model config but 16 in .*options.json"):
         nlp("text")
     with pytest.raises(ElmoError, match="set all of .* or none of them"):
-        spacy.blank("en").add_pipe("elmo", config={"model": {"@architectures": "spacy-elmo.ElmoBiLM.v1", "lstm_dim": 8}})
+        spacy.blank("en").add_pipe(
+            "elmo", config={"model": {"@architectures": "spacy-elmo.ElmoBiLM.v1", "lstm_dim": 8}}
+        )
 
 
 def test_pretraining_directory_is_accepted(tmp_path, weight_files, reference):
@@ -207,7 +220,11 @@ def test_initialize_with_a_loader(weight_files, reference):
     nlp.add_pipe("elmo")
     options, weights = weight_files
     nlp.config["initialize"]["components"]["elmo"] = {
-        "weights": {"@misc": "spacy-elmo.WeightsFromFiles.v1", "options_file": str(options), "weight_file": str(weights)}
+        "weights": {
+            "@misc": "spacy-elmo.WeightsFromFiles.v1",
+            "options_file": str(options),
+            "weight_file": str(weights),
+        }
     }
     nlp.initialize()
     doc = nlp(TEXTS[2])
@@ -483,7 +500,9 @@ def test_damaged_saved_weights_are_refused_naming_the_file(tmp_path, weight_file
     nlp(TEXTS[0])
     nlp.to_disk(tmp_path / "pipeline")
     _edit_saved_model(tmp_path / "pipeline", edit)
-    with pytest.raises(ElmoWeightsError, match=rf"^component 'elmo': cannot load .*elmo/model: the saved biLM.*{message}") as info:
+    with pytest.raises(
+        ElmoWeightsError, match=rf"^component 'elmo': cannot load .*elmo/model: the saved biLM.*{message}"
+    ) as info:
         spacy.load(tmp_path / "pipeline")
     assert "\n" not in str(info.value)
 

@@ -1,4 +1,5 @@
 """Pretraining: the objective, the softmaxes, resume, export, fine-tuning, errors."""
+
 import copy
 import json
 import math
@@ -16,17 +17,15 @@ from spacy_elmo.bilm import ElmoBiLM, ElmoOptionsError
 from spacy_elmo.bilm.language_model import BidirectionalLM
 from spacy_elmo.bilm.lm_head import AdaptiveSoftmax, FullSoftmax, SampledSoftmax
 from spacy_elmo.bilm.lstm import ProjectedLstm
+from spacy_elmo.io import read_jsonl
 from spacy_elmo.pretrain import PretrainConfigError, PretrainDataError, Vocabulary, load_config, pretrain
 from spacy_elmo.pretrain.batches import epoch_batches, make_batch
-from spacy_elmo.io import read_jsonl
-from spacy_elmo.pretrain.outputs import load_checkpoint, save_checkpoint
 from spacy_elmo.pretrain.corpus import Corpus
+from spacy_elmo.pretrain.outputs import load_checkpoint, save_checkpoint
 from spacy_elmo.pretrain.perplexity import perplexity
 from spacy_elmo.pretrain.train import make_optimizer, train_step, with_step_implementation
 
-from .conftest import PRETRAIN_SENTENCES
-
-from .conftest import REFERENCE, tiny_bilm
+from .conftest import PRETRAIN_SENTENCES, REFERENCE, tiny_bilm
 
 ROOT = Path(__file__).parent.parent
 TINY = ROOT / "configs" / "pretrain_tiny.cfg"
@@ -127,7 +126,6 @@ def test_fused_lstm_gradients_equal_step_by_step_autograd():
             assert torch.allclose(a, b, atol=1e-5), (clip, (a - b).abs().max())
 
 
-
 def _tiny_lm_and_batch():
     torch.manual_seed(0)
     lm = BidirectionalLM(tiny_bilm(), FullSoftmax(8, 10)).train()
@@ -204,7 +202,9 @@ def test_corpus_reads_lines_paragraphs_docbins_and_directories(tmp_path):
     corpus = Corpus()
     sentences = corpus.read(raw, text_format="paragraphs")
     assert [[corpus.types[i] for i in s] for s in sentences] == [
-        ["The", "first", "sentence", "."], ["The", "second", "one", "!"], ["Same", "paragraph", "."],
+        ["The", "first", "sentence", "."],
+        ["The", "second", "one", "!"],
+        ["Same", "paragraph", "."],
         ["New", "paragraph", "here", "."],
     ]
 
@@ -246,8 +246,12 @@ def test_epochs_with_fewer_batches_than_the_first(tmp_path, text_files, monkeypa
 # -- checkpoints, resume, outputs ---------------------------------------------
 def test_interrupted_and_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path, text_files):
     train, dev = text_files
-    settings = {"training.dropout": 0.2, "training.softmax": "sampled", "training.checkpoint_every_steps": 100,
-                "training.batch_size": 64}
+    settings = {
+        "training.dropout": 0.2,
+        "training.softmax": "sampled",
+        "training.checkpoint_every_steps": 100,
+        "training.batch_size": 64,
+    }
     run(tmp_path / "straight", train, dev, **{"training.max_steps": 14, **settings})
     run(tmp_path / "resumed", train, dev, **{"training.max_steps": 6, **settings})
     first = load_checkpoint(tmp_path / "resumed" / "checkpoint.pt")
@@ -266,8 +270,10 @@ def test_interrupted_and_resumed_run_ends_where_an_uninterrupted_one_does(tmp_pa
     assert steps == [5, 6, 10, 14]
     straight, resumed = losses(tmp_path / "straight"), losses(tmp_path / "resumed")
     assert (resumed[0], resumed[-1]) == pytest.approx((straight[0], straight[-1]), rel=1e-5)
-    tokens = [[r["tokens"] for r in read_jsonl(tmp_path / name / "metrics.jsonl") if "loss" in r]
-              for name in ("straight", "resumed")]
+    tokens = [
+        [r["tokens"] for r in read_jsonl(tmp_path / name / "metrics.jsonl") if "loss" in r]
+        for name in ("straight", "resumed")
+    ]
     assert tokens[0][-1] == tokens[1][-1] > tokens[0][0] > 0
 
 
@@ -342,8 +348,15 @@ def test_outputs_load_as_bilm_component_and_perplexity(tmp_path, text_files):
     train, dev = text_files
     out = tmp_path / "out"
     summary = run(out, train, dev, **{"training.max_steps": 10, "training.softmax": "adaptive"})
-    for name in ("options.json", "weights.hdf5", "vocab.txt", "softmax.hdf5", "config.cfg", "metrics.jsonl",
-                 "training_curve.png"):
+    for name in (
+        "options.json",
+        "weights.hdf5",
+        "vocab.txt",
+        "softmax.hdf5",
+        "config.cfg",
+        "metrics.jsonl",
+        "training_curve.png",
+    ):
         assert (out / name).is_file(), name
     assert (out / "training_curve.png").read_bytes()[:4] == b"\x89PNG"
     records = read_jsonl(out / "metrics.jsonl")
@@ -365,8 +378,11 @@ def test_outputs_load_as_bilm_component_and_perplexity(tmp_path, text_files):
     # ... and the perplexity command agrees with the last dev evaluation.
     result = perplexity(out, dev)
     assert result["mean"] == pytest.approx(summary["dev_perplexity"]["mean"], rel=1e-5)
-    cli = subprocess.run([sys.executable, "-m", "spacy_elmo", "perplexity", str(out), str(dev), "--output",
-                          str(tmp_path / "ppl.json")], capture_output=True, text=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "perplexity", str(out), str(dev), "--output", str(tmp_path / "ppl.json")],
+        capture_output=True,
+        text=True,
+    )
     assert cli.returncode == 0, cli.stderr
     assert "forward perplexity" in cli.stdout and "mean perplexity" in cli.stdout
     assert json.loads((tmp_path / "ppl.json").read_text())["backward"] == pytest.approx(result["backward"], rel=1e-5)
@@ -375,11 +391,18 @@ def test_outputs_load_as_bilm_component_and_perplexity(tmp_path, text_files):
 def test_fine_tune_starts_from_published_weights(tmp_path, text_files):
     train, dev = text_files
     out = tmp_path / "tuned"
-    run(out, train, dev, **{
-        "paths.init_options": str(REFERENCE / "options.json"),
-        "paths.init_weights": str(REFERENCE / "lm_weights.hdf5"),
-        "training.max_steps": 3, "training.learn_rate": 1e-9, "training.optimizer": "sgd",
-    })
+    run(
+        out,
+        train,
+        dev,
+        **{
+            "paths.init_options": str(REFERENCE / "options.json"),
+            "paths.init_weights": str(REFERENCE / "lm_weights.hdf5"),
+            "training.max_steps": 3,
+            "training.learn_rate": 1e-9,
+            "training.optimizer": "sgd",
+        },
+    )
     reference = ElmoBiLM.from_files(REFERENCE / "options.json", REFERENCE / "lm_weights.hdf5")
     tuned = ElmoBiLM.from_dir(out)
     assert tuned.options.differences(reference.options) == []
@@ -390,13 +413,20 @@ def test_fine_tune_starts_from_published_weights(tmp_path, text_files):
     with h5py.File(out / "softmax.hdf5", "r") as f:
         assert f["weight"].shape == (len(Vocabulary.from_file(out / "vocab.txt")), 16)
     # With a real learning rate the weights move.
-    run(tmp_path / "moved", train, dev, **{
-        "paths.init_options": str(REFERENCE / "options.json"),
-        "paths.init_weights": str(REFERENCE / "lm_weights.hdf5"), "training.max_steps": 3,
-    })
+    run(
+        tmp_path / "moved",
+        train,
+        dev,
+        **{
+            "paths.init_options": str(REFERENCE / "options.json"),
+            "paths.init_weights": str(REFERENCE / "lm_weights.hdf5"),
+            "training.max_steps": 3,
+        },
+    )
     moved = ElmoBiLM.from_dir(tmp_path / "moved").state_dict()
-    assert not torch.allclose(reference.state_dict()["bilstm.forward_layers.0.state_weight"],
-                              moved["bilstm.forward_layers.0.state_weight"])
+    assert not torch.allclose(
+        reference.state_dict()["bilstm.forward_layers.0.state_weight"], moved["bilstm.forward_layers.0.state_weight"]
+    )
 
 
 # -- bad input -----------------------------------------------------------------
@@ -425,13 +455,27 @@ def test_bad_inputs_are_clear_errors(tmp_path, text_files):
 def test_cli_overrides_and_error_exit(tmp_path, text_files):
     train, _ = text_files
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "spacy_elmo", "pretrain", str(TINY), str(out), "--paths.train", str(train),
-           "--training.max_steps", "3", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "spacy_elmo",
+        "pretrain",
+        str(TINY),
+        str(out),
+        "--paths.train",
+        str(train),
+        "--training.max_steps",
+        "3",
+        "--no-progress",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert load_checkpoint(out / "checkpoint.pt")["step"] == 3
-    bad = subprocess.run(cmd[:5] + [str(tmp_path / "other"), cmd[6], str(tmp_path / "nope.txt")] + cmd[8:],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        cmd[:5] + [str(tmp_path / "other"), cmd[6], str(tmp_path / "nope.txt")] + cmd[8:],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 1
     assert "error: pretraining input not found" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -440,9 +484,28 @@ def test_ddp_with_two_cpu_processes(tmp_path, text_files):
     train, dev = text_files
     out = tmp_path / "ddp"
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
-           "spacy_elmo", "pretrain", str(TINY), str(out), "--paths.train", str(train), "--paths.dev", str(dev),
-           "--training.max_steps", "12", "--training.dropout", "0.1", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "spacy_elmo",
+        "pretrain",
+        str(TINY),
+        str(out),
+        "--paths.train",
+        str(train),
+        "--paths.dev",
+        str(dev),
+        "--training.max_steps",
+        "12",
+        "--training.dropout",
+        "0.1",
+        "--no-progress",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     state = load_checkpoint(out / "checkpoint.pt")

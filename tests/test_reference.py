@@ -1,4 +1,5 @@
 """The biLM against the original authors' (bilm-tf) outputs."""
+
 import h5py
 import numpy
 import pytest

@@ -1,4 +1,5 @@
 """The scalar mix layer alone (thinc only): values, gradients, regularisers."""
+
 import numpy
 import pytest
 from thinc.api import fix_random_seed, set_dropout_rate
@@ -119,10 +120,7 @@ def test_layer_dropout_drops_whole_layers_only_in_training():
     average = X[0].mean(axis=0)
     numpy.testing.assert_allclose(mix.predict(X)[0], average, atol=1e-6)
     # Each training output is the average of a non-empty subset of the layers.
-    subsets = [
-        X[0][list(keep)].mean(axis=0)
-        for keep in ((0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2))
-    ]
+    subsets = [X[0][list(keep)].mean(axis=0) for keep in ((0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2))]
     seen_partial = False
     for _ in range(20):
         Y = mix(X, is_train=True)[0][0]

@@ -3,6 +3,7 @@
 If a spaCy release changes it, these fail (and name what changed) before users
 see a saved pipeline refuse to load or replace_listeners write a wrong config.
 """
+
 import pytest
 import spacy
 from spacy.language import Language
@@ -38,8 +39,15 @@ def test_building_from_config_is_seen_in_from_config_and_spacy_load_only(tmp_pat
 def tagger_listening_to_tok2vec() -> Language:
     nlp = spacy.blank("en")
     nlp.add_pipe("tok2vec")
-    nlp.add_pipe("tagger", config={"model": {"@architectures": "spacy.Tagger.v2", "tok2vec": {
-        "@architectures": "spacy.Tok2VecListener.v1", "width": 96, "upstream": "tok2vec"}}})
+    nlp.add_pipe(
+        "tagger",
+        config={
+            "model": {
+                "@architectures": "spacy.Tagger.v2",
+                "tok2vec": {"@architectures": "spacy.Tok2VecListener.v1", "width": 96, "upstream": "tok2vec"},
+            }
+        },
+    )
     return nlp
 
 

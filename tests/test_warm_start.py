@@ -1,4 +1,5 @@
 """Warm starts, continuous outputs (vmf), precision = "auto", and a killed run's loss of work."""
+
 import os
 import signal
 import subprocess
@@ -13,8 +14,8 @@ import torch
 
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.bilm.lm_head import VmfHead, log_bessel_iv
-from spacy_elmo.pretrain import PretrainConfigError, PretrainDataError, Vocabulary, load_config
 from spacy_elmo.io import read_jsonl
+from spacy_elmo.pretrain import PretrainConfigError, PretrainDataError, Vocabulary, load_config
 from spacy_elmo.pretrain.outputs import load_checkpoint
 from spacy_elmo.pretrain.perplexity import perplexity
 from spacy_elmo.pretrain.train import native_cpu_bf16, resolve_precision
@@ -34,8 +35,12 @@ def dev_records(output_dir):
 def test_warm_start_with_the_same_vocabulary_begins_at_the_exports_perplexity(tmp_path, text_files, softmax):
     train, dev = text_files
     first = run(tmp_path / "first", train, dev, **{"training.softmax": softmax})
-    run(tmp_path / "warm", train, dev, **{"training.softmax": softmax, "training.max_steps": 5,
-                                            "paths.init_dir": str(tmp_path / "first")})
+    run(
+        tmp_path / "warm",
+        train,
+        dev,
+        **{"training.softmax": softmax, "training.max_steps": 5, "paths.init_dir": str(tmp_path / "first")},
+    )
     start = dev_records(tmp_path / "warm")[0]
     assert start["step"] == 0
     assert start["dev_perplexity"] == pytest.approx(first["dev_perplexity"]["mean"], rel=1e-5)
@@ -53,8 +58,17 @@ def test_a_larger_vocabulary_keeps_the_shared_words_rows(tmp_path, text_files, s
     old_vocab = Vocabulary.from_file(tmp_path / "first" / "vocab.txt")
     old = load_checkpoint(tmp_path / "first" / "checkpoint.pt")["model"]
     # One step at a learning rate of ~0 shows the starting state without a separate code path.
-    run(tmp_path / "warm", grown, dev, **{"training.softmax": softmax, "training.max_steps": 1,
-                                            "training.learn_rate": 1e-30, "paths.init_dir": str(tmp_path / "first")})
+    run(
+        tmp_path / "warm",
+        grown,
+        dev,
+        **{
+            "training.softmax": softmax,
+            "training.max_steps": 1,
+            "training.learn_rate": 1e-30,
+            "paths.init_dir": str(tmp_path / "first"),
+        },
+    )
     new_vocab = Vocabulary.from_file(tmp_path / "warm" / "vocab.txt")
     assert new_vocab.words[: len(old_vocab)] == old_vocab.words
     assert set(new_vocab.words) - set(old_vocab.words) >= {"market", "river"}
@@ -79,8 +93,12 @@ def test_a_widened_warm_start_begins_where_the_export_ends(tmp_path, text_files,
     """warm_start.projection_dim widens the biLM and its head without changing what they compute."""
     train, dev = text_files
     first = run(tmp_path / "first", train, dev, **{"training.softmax": softmax})
-    wide = {"training.softmax": softmax, "training.max_steps": 3, "paths.init_dir": str(tmp_path / "first"),
-            "warm_start.projection_dim": 24}
+    wide = {
+        "training.softmax": softmax,
+        "training.max_steps": 3,
+        "paths.init_dir": str(tmp_path / "first"),
+        "warm_start.projection_dim": 24,
+    }
     run(tmp_path / "wide", train, dev, **wide)
     start = dev_records(tmp_path / "wide")[0]
     assert start["step"] == 0
@@ -93,7 +111,8 @@ def test_a_widened_warm_start_begins_where_the_export_ends(tmp_path, text_files,
     # install-default): a start already as wide is left as it is.
     run(tmp_path / "again", train, dev, **{**wide, "paths.init_dir": str(tmp_path / "wide")})
     assert dev_records(tmp_path / "again")[0]["dev_perplexity"] == pytest.approx(
-        summary["dev_perplexity"]["mean"], rel=1e-5)
+        summary["dev_perplexity"]["mean"], rel=1e-5
+    )
     assert ElmoBiLM.from_dir(tmp_path / "again").options.projection_dim == 24
 
 
@@ -107,7 +126,7 @@ def test_widened_bilm_keeps_every_layer_of_the_old_one():
     for a, b in zip(narrow_layers, wide_layers):
         assert b.shape == (a.shape[0], a.shape[1], 2 * W)
         numpy.testing.assert_allclose(b[..., :P], a[..., :P], atol=1e-6)  # forward (and token) dimensions
-        numpy.testing.assert_allclose(b[..., W:W + P], a[..., P:], atol=1e-6)  # backward
+        numpy.testing.assert_allclose(b[..., W : W + P], a[..., P:], atol=1e-6)  # backward
         # The new dimensions are not dead: they carry random projections of the old units.
         assert numpy.abs(b[..., P:W]).max() > 1e-3
     assert widened_bilm(old, old.options) is old
@@ -117,13 +136,19 @@ def test_widening_refuses_a_narrower_size_or_no_starting_biLM(tmp_path, text_fil
     train, dev = text_files
     run(tmp_path / "first", train, dev, **{"training.max_steps": 2})
     with pytest.raises(PretrainConfigError, match=r"warm_start.projection_dim = 8 is narrower .* projection_dim 16"):
-        run(tmp_path / "narrow", train, dev, **{"paths.init_dir": str(tmp_path / "first"),
-                                                  "warm_start.projection_dim": 8})
+        run(
+            tmp_path / "narrow",
+            train,
+            dev,
+            **{"paths.init_dir": str(tmp_path / "first"), "warm_start.projection_dim": 8},
+        )
     with pytest.raises(PretrainConfigError, match=r"warm_start.projection_dim widens a starting biLM"):
         load_config(TINY, {"paths.train": str(train), "warm_start.projection_dim": 32})
     with pytest.raises(PretrainConfigError, match=r"warm_start.projection_dim must be null or a positive integer"):
-        load_config(TINY, {"paths.train": str(train), "paths.init_dir": str(tmp_path / "first"),
-                           "warm_start.projection_dim": "wide"})
+        load_config(
+            TINY,
+            {"paths.train": str(train), "paths.init_dir": str(tmp_path / "first"), "warm_start.projection_dim": "wide"},
+        )
 
 
 def test_extended_vocabulary_appends_frequent_new_words_only():
@@ -140,26 +165,36 @@ def test_warm_start_from_a_bilm_alone_trains_a_fresh_head(tmp_path, text_files, 
     bilm_only.mkdir()
     for name in ("options.json", "weights.hdf5"):
         (bilm_only / name).write_bytes((tmp_path / "first" / name).read_bytes())
-    run(tmp_path / "warm", train, dev, **{"training.max_steps": 1, "training.learn_rate": 1e-30,
-                                            "paths.init_dir": str(bilm_only)})
+    run(
+        tmp_path / "warm",
+        train,
+        dev,
+        **{"training.max_steps": 1, "training.learn_rate": 1e-30, "paths.init_dir": str(bilm_only)},
+    )
     reference = ElmoBiLM.from_dir(tmp_path / "first")
     state = load_checkpoint(tmp_path / "warm" / "checkpoint.pt")["model"]
     for name, tensor in reference.state_dict().items():
         assert torch.allclose(state[f"bilm.{name}"], tensor, atol=1e-12), name
     # A fresh head: the start is near chance over the 37 words.
     assert dev_records(tmp_path / "warm")[0]["dev_perplexity"] > 10
-    assert (f"warm start from {bilm_only}: its biLM weights; it has no LM head (vocab.txt and softmax.hdf5), "
-            "so this run trains the LM head (full) from scratch") in capsys.readouterr().err.splitlines()
+    assert (
+        f"warm start from {bilm_only}: its biLM weights; it has no LM head (vocab.txt and softmax.hdf5), "
+        "so this run trains the LM head (full) from scratch"
+    ) in capsys.readouterr().err.splitlines()
 
 
 def test_the_warm_start_summary_says_what_the_head_starts_from(tmp_path):
     assert warm_start_summary(WarmStart(tmp_path, softmax_kind="full"), "adaptive", 0, 40) == (
         f"warm start from {tmp_path}: its biLM weights; its LM head is full and this run's is adaptive, "
-        "so this run trains the LM head from scratch")
+        "so this run trains the LM head from scratch"
+    )
     assert warm_start_summary(WarmStart(tmp_path, softmax_kind="full"), "full", 32, 40) == (
         f"warm start from {tmp_path}: its biLM weights, and its LM head's rows for 32 of this run's 40 words "
-        "(the other words' rows start fresh)")
-    assert warm_start_summary(WarmStart(tmp_path, softmax_kind="full"), "full", 40, 40).endswith("for 40 of this run's 40 words")
+        "(the other words' rows start fresh)"
+    )
+    assert warm_start_summary(WarmStart(tmp_path, softmax_kind="full"), "full", 40, 40).endswith(
+        "for 40 of this run's 40 words"
+    )
 
 
 def test_warm_start_from_a_broken_directory_names_the_file(tmp_path, text_files):
@@ -177,8 +212,15 @@ def test_warm_start_from_a_broken_directory_names_the_file(tmp_path, text_files)
     with pytest.raises(PretrainDataError, match=r"weights\.hdf5 not found"):
         run(tmp_path / "c", train, dev, **{"paths.init_dir": str(first)})
     with pytest.raises(PretrainConfigError, match="give one"):
-        load_config(TINY, {"paths.train": str(train), "paths.init_dir": str(first),
-                           "paths.init_options": "o.json", "paths.init_weights": "w.hdf5"})
+        load_config(
+            TINY,
+            {
+                "paths.train": str(train),
+                "paths.init_dir": str(first),
+                "paths.init_options": "o.json",
+                "paths.init_weights": "w.hdf5",
+            },
+        )
 
 
 # -- continuous outputs ----------------------------------------------------
@@ -219,8 +261,12 @@ def test_vmf_pretraining_learns_and_reports_a_loss_not_a_perplexity(tmp_path, te
     train, dev = text_files
     words = sorted({w for s in SENTENCES for w in s.split()} - {"Zürich"})
     vectors = spacy_vectors_dir(tmp_path / "vectors", words)
-    summary = run(tmp_path / "vmf", train, dev, **{"training.softmax": "vmf", "paths.output_vectors": str(vectors),
-                                                   "training.max_steps": 40})
+    summary = run(
+        tmp_path / "vmf",
+        train,
+        dev,
+        **{"training.softmax": "vmf", "paths.output_vectors": str(vectors), "training.max_steps": 40},
+    )
     records = dev_records(tmp_path / "vmf")
     assert records and all("dev_loss" in r and "dev_perplexity" not in r for r in records)
     curve = [r["loss"] for r in read_jsonl(tmp_path / "vmf" / "metrics.jsonl") if "loss" in r]
@@ -230,8 +276,11 @@ def test_vmf_pretraining_learns_and_reports_a_loss_not_a_perplexity(tmp_path, te
     assert result["mean_loss"] == pytest.approx(summary["dev_perplexity"]["mean_loss"], rel=1e-5)
     # Every dev word has a vector but "Zürich" and the boundary: 3 sentences, 21 words, one of them Zürich-free.
     assert result["predictions_per_direction"] == sum(len(s.split()) for s in SENTENCES[:3])
-    cli = subprocess.run([sys.executable, "-m", "spacy_elmo", "perplexity", str(tmp_path / "vmf"), str(dev)],
-                         capture_output=True, text=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "perplexity", str(tmp_path / "vmf"), str(dev)],
+        capture_output=True,
+        text=True,
+    )
     assert cli.returncode == 0, cli.stderr
     assert "no perplexity" in cli.stdout and "mean loss" in cli.stdout
     with pytest.raises(PretrainConfigError, match="output_vectors"):
@@ -242,9 +291,18 @@ def test_vmf_warm_start_from_a_softmax_biLM_keeps_the_biLM(tmp_path, text_files)
     train, dev = text_files
     run(tmp_path / "first", train, dev, **{"training.softmax": "adaptive", "training.max_steps": 10})
     vectors = spacy_vectors_dir(tmp_path / "vectors", ["the", "cat", "dog"])
-    run(tmp_path / "vmf", train, dev, **{"training.softmax": "vmf", "paths.output_vectors": str(vectors),
-                                         "paths.init_dir": str(tmp_path / "first"), "training.max_steps": 1,
-                                         "training.learn_rate": 1e-30})
+    run(
+        tmp_path / "vmf",
+        train,
+        dev,
+        **{
+            "training.softmax": "vmf",
+            "paths.output_vectors": str(vectors),
+            "paths.init_dir": str(tmp_path / "first"),
+            "training.max_steps": 1,
+            "training.learn_rate": 1e-30,
+        },
+    )
     state = load_checkpoint(tmp_path / "vmf" / "checkpoint.pt")["model"]
     for name, tensor in ElmoBiLM.from_dir(tmp_path / "first").state_dict().items():
         assert torch.allclose(state[f"bilm.{name}"], tensor, atol=1e-12), name
@@ -267,9 +325,25 @@ def test_killed_run_resumes_losing_at_most_one_checkpoint_interval(tmp_path, tex
     interval = 4
 
     def command(max_steps):
-        return [sys.executable, "-m", "spacy_elmo", "pretrain", str(TINY), str(out), "--no-progress",
-                "--paths.train", str(train), "--training.max_steps", str(max_steps), "--training.log_every_steps", "1",
-                "--training.checkpoint_every_steps", str(interval), "--training.eval_every_steps", "100000"]
+        return [
+            sys.executable,
+            "-m",
+            "spacy_elmo",
+            "pretrain",
+            str(TINY),
+            str(out),
+            "--no-progress",
+            "--paths.train",
+            str(train),
+            "--training.max_steps",
+            str(max_steps),
+            "--training.log_every_steps",
+            "1",
+            "--training.checkpoint_every_steps",
+            str(interval),
+            "--training.eval_every_steps",
+            "100000",
+        ]
 
     process = subprocess.Popen(command(100000), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -304,13 +378,19 @@ def test_perplexity_of_text_outside_the_vocabulary_says_so(tmp_path, text_files)
     assert perplexity(tmp_path / "out", dev)["unknown_rate"] == 0.0
     result = perplexity(tmp_path / "out", foreign)
     assert result["unknown_rate"] == pytest.approx(7 / 9)  # all but the two "."
-    cli = subprocess.run([sys.executable, "-m", "spacy_elmo", "perplexity", str(tmp_path / "out"), str(foreign)],
-                         capture_output=True, text=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "perplexity", str(tmp_path / "out"), str(foreign)],
+        capture_output=True,
+        text=True,
+    )
     assert cli.returncode == 0, cli.stderr
     assert "unknown words       77.78%" in cli.stdout
     assert "warning: 77.8% of the words of" in cli.stderr and "<UNK>" in cli.stderr
-    quiet = subprocess.run([sys.executable, "-m", "spacy_elmo", "perplexity", str(tmp_path / "out"), str(dev)],
-                           capture_output=True, text=True)
+    quiet = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", "perplexity", str(tmp_path / "out"), str(dev)],
+        capture_output=True,
+        text=True,
+    )
     assert "warning" not in quiet.stderr
 
 

@@ -1,4 +1,5 @@
 """options.json + weights.hdf5: round trips and clear errors for bad files."""
+
 import json
 import shutil
 
@@ -7,8 +8,8 @@ import numpy
 import pytest
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoOptions, ElmoOptionsError, ElmoWeightsError, preset
-from spacy_elmo.errors import ElmoFileNotFoundError
 from spacy_elmo.bilm.weights import expected_shapes
+from spacy_elmo.errors import ElmoFileNotFoundError
 
 from .conftest import tiny_bilm
 
@@ -87,8 +88,11 @@ def test_missing_files(saved, tmp_path):
     with pytest.raises(FileNotFoundError, match="weight file not found: .*nope.hdf5"):
         ElmoBiLM.from_files(options, tmp_path / "nope.hdf5")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ElmoFileNotFoundError, match=r"^biLM directory .*empty has no options.json and no weights.hdf5: "
-                                                     r"a biLM directory holds options.json and weights.hdf5"):
+    with pytest.raises(
+        ElmoFileNotFoundError,
+        match=r"^biLM directory .*empty has no options.json and no weights.hdf5: "
+        r"a biLM directory holds options.json and weights.hdf5",
+    ):
         ElmoBiLM.from_dir(tmp_path / "empty")
     with pytest.raises(ElmoFileNotFoundError, match="biLM directory not found .*: .*nowhere"):
         ElmoBiLM.from_dir(tmp_path / "nowhere")

@@ -1,6 +1,7 @@
 """The ELMo biLM in plain PyTorch: no spaCy, no thinc."""
-from .char_ids import batch_char_ids, sentence_char_ids, token_char_ids
+
 from ..errors import ElmoError, ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError
+from .char_ids import batch_char_ids, sentence_char_ids, token_char_ids
 from .model import ElmoBiLM
 from .options import ElmoOptions, preset
 

@@ -3,6 +3,7 @@
 Layouts follow bilm-tf so weight files map onto parameters without surprises:
 matrices are stored ``(in, out)`` and applied as ``x @ W``.
 """
+
 from functools import partial
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -119,8 +120,9 @@ class CharEncoder(nn.Module):
         if self._kernels is None or self._kernels[0] != key:
             dense = [PackedLinear(weight, bias, self.precision) for weight, bias in pairs]
             if self.precision == "bf16":
-                weights = InferenceWeights(self.char_embed.detach().bfloat16(),
-                                           [w.detach().bfloat16() for w in self.conv_weights], dense)
+                weights = InferenceWeights(
+                    self.char_embed.detach().bfloat16(), [w.detach().bfloat16() for w in self.conv_weights], dense
+                )
             else:  # int8: the CNN stays fp32 (it runs once per distinct token)
                 weights = InferenceWeights(self.char_embed, list(self.conv_weights), dense)
             self._kernels = (key, weights)

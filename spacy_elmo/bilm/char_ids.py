@@ -5,6 +5,7 @@ and every id is shifted by +1 so that 0 can mean "no token here" (batch
 padding). The sentence boundary tokens ``<S>`` and ``</S>`` have ids of their
 own; a token whose text is literally ``<S>`` or ``</S>`` maps to them.
 """
+
 from functools import lru_cache
 from typing import Sequence, Tuple
 
@@ -48,9 +49,7 @@ def token_char_ids(token: str, max_chars: int = MAX_CHARACTERS_PER_TOKEN) -> Tup
     return tuple(i + 1 for i in ids)
 
 
-def sentence_char_ids(
-    tokens: Sequence[str], max_chars: int = MAX_CHARACTERS_PER_TOKEN
-) -> numpy.ndarray:
+def sentence_char_ids(tokens: Sequence[str], max_chars: int = MAX_CHARACTERS_PER_TOKEN) -> numpy.ndarray:
     """``(len(tokens) + 2, max_chars)`` int64 ids of ``<S> tokens... </S>``."""
     rows = [token_char_ids(BOS_TOKEN, max_chars)]
     rows.extend(token_char_ids(token, max_chars) for token in tokens)
@@ -72,4 +71,3 @@ def batch_char_ids(
     for row, tokens in enumerate(sentences):
         ids[row, : lengths[row]] = sentence_char_ids(tokens, max_chars)
     return ids, lengths
-

@@ -1,4 +1,5 @@
 """How far one run's layer outputs are from another's (int8 or bf16 against fp32)."""
+
 from typing import List, Sequence, Tuple
 
 import numpy

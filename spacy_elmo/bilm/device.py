@@ -1,4 +1,5 @@
 """The torch device a command runs on, checked before any weights are loaded."""
+
 import torch
 
 from ..errors import ElmoError

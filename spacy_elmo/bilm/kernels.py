@@ -21,6 +21,7 @@
 Packed copies are opaque tensors: they are rebuilt (never pickled or copied)
 and only used without autograd.
 """
+
 import os
 import warnings
 from contextlib import contextmanager
@@ -96,8 +97,10 @@ def check_precision(precision: str, what: str = "precision", device: Optional[Un
     if device is not None and precision == "bf16" and not native_bf16(device) and not bf16_forced():
         on_cpu = torch.device(device).type == "cpu"
         where = "this CPU has neither AVX512-BF16 nor AMX" if on_cpu else f"{device} has no bf16 support"
-        raise ElmoError(f"{what} 'bf16' needs native bf16 and {where} (torch would emulate it, slower than "
-                        f"fp32): use 'fp32' or 'int8', or set {FORCE_BF16_ENV}=1 to run it emulated anyway")
+        raise ElmoError(
+            f"{what} 'bf16' needs native bf16 and {where} (torch would emulate it, slower than "
+            f"fp32): use 'fp32' or 'int8', or set {FORCE_BF16_ENV}=1 to run it emulated anyway"
+        )
 
 
 def weights_version(tensors: Iterable[Tensor]) -> tuple:

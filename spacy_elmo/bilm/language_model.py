@@ -5,6 +5,7 @@ state at position t predicts the word at t+1 and the backward LM's state at t
 predicts the word at t-1: n+1 predictions each way. Every sentence starts
 from zero state, as stateless inference does.
 """
+
 from typing import Tuple
 
 import torch

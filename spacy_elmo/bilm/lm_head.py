@@ -18,6 +18,7 @@ Every head maps ``hidden (N, P)`` and ``targets (N,)`` to per-example negative
 log-likelihoods; ``target_log_probs`` gives the exact normalised values.
 The vocabulary must be sorted by frequency (row 0 the most frequent).
 """
+
 import math
 from typing import Dict, List, Sequence, Union
 
@@ -189,9 +190,16 @@ class VmfHead(nn.Module):
 LmHead = Union[FullSoftmax, AdaptiveSoftmax, VmfHead]  # SampledSoftmax is a FullSoftmax
 
 
-def build_lm_head(kind: str, input_dim: int, vocab_size: int, n_samples: int = 8192,
-                  cutoffs: Sequence[int] = (), div_value: float = 4.0, target_vectors=None,
-                  l1: float = 0.02) -> LmHead:
+def build_lm_head(
+    kind: str,
+    input_dim: int,
+    vocab_size: int,
+    n_samples: int = 8192,
+    cutoffs: Sequence[int] = (),
+    div_value: float = 4.0,
+    target_vectors=None,
+    l1: float = 0.02,
+) -> LmHead:
     if kind == "full":
         return FullSoftmax(input_dim, vocab_size)
     if kind == "sampled":

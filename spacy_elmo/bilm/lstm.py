@@ -10,6 +10,7 @@ Internally W_0 is split into an input part (applied to all time steps at once,
 outside the recurrent loop) and a state part, and the gate blocks are stored
 as (i, f, o, j) so the three sigmoids are one call.
 """
+
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy
@@ -111,7 +112,13 @@ class ProjectedLstm(nn.Module):
             # steps' gates broadcasting it.
             input_gates = torch.mm(flat_inputs, self.input_weight).view(n_steps, batch_size, -1)
             outputs = _FusedLstmSequence.apply(
-                input_gates, state[0], state[1], bias, self.state_weight, self.proj_weight, self.cell_clip,
+                input_gates,
+                state[0],
+                state[1],
+                bias,
+                self.state_weight,
+                self.proj_weight,
+                self.cell_clip,
                 self.proj_clip,
             )
             return outputs, None
@@ -130,6 +137,7 @@ class ProjectedLstm(nn.Module):
         weights = (self.input_weight, self.state_weight, self.bias, self.proj_weight)
         key = (self.precision, self.use_packed_weights) + weights_version(weights)
         if self._kernels is None or self._kernels[0] != key:
+
             def pack(weight: Tensor, bias: Optional[Tensor] = None) -> PackedLinear:
                 return PackedLinear(weight, bias, self.precision, packed=self.use_packed_weights)
 
@@ -316,7 +324,9 @@ class _FusedLstmSequence(torch.autograd.Function):
             grad_h = state_t_mm(g)
         flat_gates = grad_gates.view(n_steps * batch_size, four_c)
         grad_state_weight = torch.mm(hiddens[:-1].reshape(n_steps * batch_size, -1).t(), flat_gates)
-        grad_proj_weight = torch.mm(mixed.view(n_steps * batch_size, C).t(), grad_proj_in.view(n_steps * batch_size, -1))
+        grad_proj_weight = torch.mm(
+            mixed.view(n_steps * batch_size, C).t(), grad_proj_in.view(n_steps * batch_size, -1)
+        )
         grad_bias = flat_gates.sum(0)
         return grad_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None
 

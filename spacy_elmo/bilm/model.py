@@ -1,4 +1,5 @@
 """ElmoBiLM: the character CNN + biLSTM language model, in plain PyTorch."""
+
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
@@ -7,11 +8,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
 from .kernels import check_precision, int8_available
 from .lstm import BiLstm, ProjectedLstm, State
-from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
 from .options import ElmoOptions
 from .threads import make_forks_safe
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
@@ -68,8 +69,13 @@ class ElmoBiLM(nn.Module):
 
     # -- construction and files -------------------------------------------
     @classmethod
-    def from_files(cls, options_file: PathLike, weight_file: PathLike, device: Union[str, torch.device] = "cpu",
-                   precision: str = "fp32") -> "ElmoBiLM":
+    def from_files(
+        cls,
+        options_file: PathLike,
+        weight_file: PathLike,
+        device: Union[str, torch.device] = "cpu",
+        precision: str = "fp32",
+    ) -> "ElmoBiLM":
         """Load bilm-tf/AllenNLP ``options.json`` + ``weights.hdf5``, in eval mode.
         ``precision``: "fp32" (exact), "int8" or "bf16" (faster inference; see ``set_precision``).
         bf16 where the device has no native bf16 is refused here, before reading anything."""
@@ -96,7 +102,7 @@ class ElmoBiLM(nn.Module):
         return self.char_encoder.precision
 
     def set_precision(self, precision: str) -> None:
-        """"fp32": the exact path. "int8": the LSTM's input, recurrent and projection
+        """ "fp32": the exact path. "int8": the LSTM's input, recurrent and projection
         matmuls and the highway/projection layers run int8 weights (per output
         channel) with dynamically quantized activations (fbgemm/onednn), on CPU,
         without gradients. "bf16": those and the char CNN run bfloat16 copies of the
@@ -173,8 +179,13 @@ class ElmoBiLM(nn.Module):
         return self.type_cache.encode(type_chars, self.char_encoder, self.char_encoder.weights_key())
 
     def contextual(
-        self, type_chars: Tensor, type_index: Tensor, lengths: Tensor,
-        initial: Optional[List[List[State]]] = None, return_states: bool = False, dropout: float = 0.0,
+        self,
+        type_chars: Tensor,
+        type_index: Tensor,
+        lengths: Tensor,
+        initial: Optional[List[List[State]]] = None,
+        return_states: bool = False,
+        dropout: float = 0.0,
     ) -> Tuple[Tensor, List[Tensor], Optional[List[List[State]]]]:
         """The biLM's one composition, for inference and pretraining alike.
 
@@ -236,7 +247,9 @@ class ElmoBiLM(nn.Module):
                 for part, width in widths.items():
                     array = arrays.get(f"{d}_{k}_{part}")
                     if array is None or numpy.ndim(array) != 2 or numpy.shape(array)[1] != width or len(rows) != 1:
-                        raise ElmoError(f"the saved LSTM state's array {d}_{k}_{part} is missing or not (rows, {width})")
+                        raise ElmoError(
+                            f"the saved LSTM state's array {d}_{k}_{part} is missing or not (rows, {width})"
+                        )
         dtype = self.char_encoder.proj_weight.dtype
         self._states = [
             [
@@ -277,8 +290,9 @@ class ElmoBiLM(nn.Module):
                 direction[k] = (h, c)
 
     # -- the public convenience API -----------------------------------------
-    def embed_batch(self, sentences: Sequence[Sequence[str]], stateful: bool = False,
-                    max_length: Optional[int] = None) -> List[numpy.ndarray]:
+    def embed_batch(
+        self, sentences: Sequence[Sequence[str]], stateful: bool = False, max_length: Optional[int] = None
+    ) -> List[numpy.ndarray]:
         """Layer vectors of tokenised sentences: one float32 ``(L+1, n_i, 2P)`` array each.
 
         Stateless (default): sentences are sorted by length and batched for
@@ -325,8 +339,12 @@ def unique_types(char_ids: Tensor) -> Tuple[Tensor, Tensor]:
     return type_chars, inverse.view(char_ids.shape[:-1])
 
 
-def embed_sentences(sentences: Sequence[Sequence[str]], groups: Sequence[Sequence[int]], max_chars: int,
-                    run: Callable[[numpy.ndarray, numpy.ndarray], Any]) -> List[Any]:
+def embed_sentences(
+    sentences: Sequence[Sequence[str]],
+    groups: Sequence[Sequence[int]],
+    max_chars: int,
+    run: Callable[[numpy.ndarray, numpy.ndarray], Any],
+) -> List[Any]:
     """The one path from token lists to per-sentence layer arrays (``embed_batch``,
     the spaCy component and ``embed`` all come here).
 
@@ -341,8 +359,12 @@ def embed_sentences(sentences: Sequence[Sequence[str]], groups: Sequence[Sequenc
     return results
 
 
-def iter_embedded(sentences: Sequence[Sequence[str]], groups: Sequence[Sequence[int]], max_chars: int,
-                  run: Callable[[numpy.ndarray, numpy.ndarray], Any]) -> Iterator[Tuple[int, Any]]:
+def iter_embedded(
+    sentences: Sequence[Sequence[str]],
+    groups: Sequence[Sequence[int]],
+    max_chars: int,
+    run: Callable[[numpy.ndarray, numpy.ndarray], Any],
+) -> Iterator[Tuple[int, Any]]:
     """``embed_sentences`` one batch at a time: ``(sentence index, layers)`` pairs, so a
     caller that keeps only part of each (a long doc's windows) holds one batch at most."""
     for group in groups:
@@ -385,6 +407,8 @@ def _token_lists(sentences: Sequence[Sequence[str]]) -> List[List[str]]:
         tokens = list(sentence)
         for j, token in enumerate(tokens):
             if not isinstance(token, str):
-                raise ElmoInputError(f"embed_batch: sentence {i}, token {j} is {type(token).__name__} {token!r}: tokens must be str")
+                raise ElmoInputError(
+                    f"embed_batch: sentence {i}, token {j} is {type(token).__name__} {token!r}: tokens must be str"
+                )
         result.append(tokens)
     return result

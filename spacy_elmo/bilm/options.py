@@ -1,4 +1,5 @@
 """The biLM hyper-parameters, read from and written to bilm-tf's options.json."""
+
 import copy
 import json
 import math
@@ -6,13 +7,15 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
-from .char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 from ..errors import ElmoOptionsError
 from ..io import require_file
+from .char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 
 ACTIVATIONS = ("relu", "tanh")
 # What a directory given as the options or weight file should have been.
-BILM_DIR_HINT = " (a biLM directory goes to bilm_dir / ElmoBiLM.from_dir; the files are options.json and weights.hdf5 in it)"
+BILM_DIR_HINT = (
+    " (a biLM directory goes to bilm_dir / ElmoBiLM.from_dir; the files are options.json and weights.hdf5 in it)"
+)
 # Training files say 261 (no padding row), inference files 262; both describe
 # the same 261-row char_embed dataset.
 ACCEPTED_N_CHARACTERS = (N_CHARACTERS - 1, N_CHARACTERS)
@@ -21,7 +24,11 @@ _PUBLISHED_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [
 # biLM (the largest has lstm.dim 4096, projection_dim 512, 2 layers), far below
 # what would exhaust memory or run for minutes before failing.
 MAX_SIZES = {
-    "char_dim": 4096, "projection_dim": 16384, "lstm_dim": 65536, "n_layers": 64, "n_highway": 64,
+    "char_dim": 4096,
+    "projection_dim": 16384,
+    "lstm_dim": 65536,
+    "n_layers": 64,
+    "n_highway": 64,
     "max_characters_per_token": 1024,
 }
 MAX_FILTERS = 64  # [width, n_filters] pairs
@@ -162,7 +169,9 @@ class ElmoOptions:
         if self.activation not in ACTIVATIONS:
             self._fail(key("activation"), f"must be one of {ACTIVATIONS}, got {self.activation!r}")
         if self.n_characters not in ACCEPTED_N_CHARACTERS:
-            self._fail(key("n_characters"), f"must be 261 (training files) or 262 (inference files), got {self.n_characters!r}")
+            self._fail(
+                key("n_characters"), f"must be 261 (training files) or 262 (inference files), got {self.n_characters!r}"
+            )
         for name in ("cell_clip", "proj_clip"):
             clip = getattr(self, name)
             # NaN passes every comparison, so finiteness is checked by name (JSON allows NaN, Infinity).
@@ -191,8 +200,10 @@ class ElmoOptions:
         if not isinstance(data, dict):
             raise ElmoOptionsError(f"{source}: expected a JSON object, got {type(data).__name__}")
         data = copy.deepcopy(data)
-        settings = {f.name: _pop_option(data, f.metadata["json"], f.metadata["file_default"], source)
-                    for f in cls.option_fields()}
+        settings = {
+            f.name: _pop_option(data, f.metadata["json"], f.metadata["file_default"], source)
+            for f in cls.option_fields()
+        }
         filters = settings["filters"]
         if not isinstance(filters, list) or not all(isinstance(f, (list, tuple)) and len(f) == 2 for f in filters):
             raise ElmoOptionsError(
@@ -241,5 +252,9 @@ def preset(name: str) -> ElmoOptions:
     if name not in sizes:
         raise ElmoOptionsError(f"unknown preset {name!r}; choose one of {sorted(sizes)}")
     return ElmoOptions(
-        char_dim=16, filters=[(width, n) for width, n in _PUBLISHED_FILTERS], n_layers=2, source=f"preset {name}", **sizes[name]
+        char_dim=16,
+        filters=[(width, n) for width, n in _PUBLISHED_FILTERS],
+        n_layers=2,
+        source=f"preset {name}",
+        **sizes[name],
     )

@@ -12,6 +12,7 @@ itself, covers every way of forking (spaCy's workers, a user's own
 multiprocessing) before any code runs there; spawned processes start fresh and
 need nothing.
 """
+
 import os
 
 import torch

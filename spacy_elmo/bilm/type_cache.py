@@ -6,6 +6,7 @@ made automatic): text repeats a lot, so most tokens of a new batch were
 encoded before. Entries are dropped whenever the encoder's weights or
 precision change.
 """
+
 from collections import OrderedDict
 from typing import Callable, Dict, Hashable, Optional
 
@@ -37,8 +38,12 @@ class TypeCache:
 
     def stats(self) -> Dict[str, float]:
         looked_up = self.hits + self.misses
-        return {"hits": self.hits, "misses": self.misses, "types": len(self),
-                "hit_rate": self.hits / looked_up if looked_up else 0.0}
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "types": len(self),
+            "hit_rate": self.hits / looked_up if looked_up else 0.0,
+        }
 
     def encode(self, type_chars: Tensor, encoder: Callable[[Tensor], Tensor], owner: Hashable) -> Tensor:
         """``encoder(type_chars)`` for ``(U, max_chars)`` distinct ids, computing only the

@@ -2,6 +2,7 @@
 
 Only datasets are read (plain float arrays): a weight file cannot run code.
 """
+
 import math
 import re
 from pathlib import Path
@@ -93,8 +94,7 @@ def _check_shapes(f: h5py.File, expected: Dict[str, Tuple[Shape, str]], options:
         dataset = f[name]
         if tuple(dataset.shape) != shape:
             raise ElmoWeightsError(
-                f"{path}: dataset '{name}' has shape {tuple(dataset.shape)} but "
-                f"{options.source} needs {shape} ({why})"
+                f"{path}: dataset '{name}' has shape {tuple(dataset.shape)} but {options.source} needs {shape} ({why})"
             )
         if dataset.dtype.kind != "f":
             raise ElmoWeightsError(f"{path}: dataset '{name}' has dtype {dataset.dtype}, expected floats")
@@ -124,7 +124,9 @@ def checked_array(value: Any, what: str, shape: Shape, needs: str, why: str = ""
     if not (hasattr(value, "shape") and isinstance(getattr(value, "dtype", None), numpy.dtype)):
         raise ElmoWeightsError(f"{what} is a {type(value).__name__}, not an array of floats")
     if tuple(value.shape) != shape:
-        raise ElmoWeightsError(f"{what} has shape {tuple(value.shape)} but {needs} {shape}" + (f" ({why})" if why else ""))
+        raise ElmoWeightsError(
+            f"{what} has shape {tuple(value.shape)} but {needs} {shape}" + (f" ({why})" if why else "")
+        )
     if value.dtype.kind != "f":
         raise ElmoWeightsError(f"{what} has dtype {value.dtype}, expected floats")
     try:

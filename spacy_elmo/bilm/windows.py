@@ -8,6 +8,7 @@ middle of their overlap), so no token is near the edge of the context it
 gets, except at the run's own ends; the same idea as spacy-transformers'
 strided span getter.
 """
+
 from typing import List, NamedTuple
 
 

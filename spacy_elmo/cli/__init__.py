@@ -1,4 +1,5 @@
 """Command line: ``python -m spacy_elmo COMMAND`` (or ``spacy-elmo COMMAND``)."""
+
 import typer
 
 app = typer.Typer(

@@ -15,6 +15,7 @@ part (``OUTPUT.part-R-of-N``); process 0 then merges the parts into OUTPUT,
 whose datasets equal a single process's byte for byte (same batches, same
 threads per process).
 """
+
 import glob
 import json
 import os
@@ -114,8 +115,10 @@ def process_share() -> Tuple[int, int]:
 
 def check_share(share: Tuple[int, int], stateful: bool) -> None:
     if share[1] > 1 and stateful:
-        raise EmbedInputError("--stateful carries state from line to line in file order: it cannot be split "
-                              "across processes (run it in one process)")
+        raise EmbedInputError(
+            "--stateful carries state from line to line in file order: it cannot be split "
+            "across processes (run it in one process)"
+        )
 
 
 def part_path(output_file: Path, rank: int, world: int) -> Path:
@@ -163,7 +166,9 @@ def check_output_free(output_file: Path, overwrite: bool) -> None:
     """A run writes OUTPUT.partial and renames it into place at its end, so an existing
     OUTPUT is never this run's unfinished work: it is replaced only when asked."""
     if output_file.exists() and not overwrite:
-        raise EmbedInputError(f"OUTPUT_FILE {output_file} already exists: give --overwrite to replace it, or another name")
+        raise EmbedInputError(
+            f"OUTPUT_FILE {output_file} already exists: give --overwrite to replace it, or another name"
+        )
 
 
 def _start_afresh(*files: Path) -> str:
@@ -178,8 +183,9 @@ def read_progress(progress_file: Path, partial: Path) -> Dict:
         raise EmbedInputError(f"{progress_file} is damaged ({err}): {_start_afresh(progress_file, partial)}") from None
     done = saved.get("done_batches") if isinstance(saved, dict) else None
     if not (isinstance(done, int) and not isinstance(done, bool) and done >= 0):
-        raise EmbedInputError(f"{progress_file} is damaged (no count of done batches): "
-                              f"{_start_afresh(progress_file, partial)}")
+        raise EmbedInputError(
+            f"{progress_file} is damaged (no count of done batches): {_start_afresh(progress_file, partial)}"
+        )
     return saved
 
 
@@ -189,8 +195,9 @@ def check_partial(partial: Path, progress_file: Path) -> None:
         with h5py.File(partial, "r"):
             pass
     except OSError:
-        raise EmbedInputError(f"{partial} is damaged (not a readable HDF5 file): "
-                              f"{_start_afresh(partial, progress_file)}") from None
+        raise EmbedInputError(
+            f"{partial} is damaged (not a readable HDF5 file): {_start_afresh(partial, progress_file)}"
+        ) from None
 
 
 def load_states(bilm: "ElmoBiLM", state_file: Path, partial: Path, progress_file: Path) -> None:
@@ -199,12 +206,14 @@ def load_states(bilm: "ElmoBiLM", state_file: Path, partial: Path, progress_file
         with numpy.load(state_file, allow_pickle=False) as arrays:
             bilm.import_states(dict(arrays))
     except FileNotFoundError:
-        raise EmbedInputError(f"{state_file} is missing (a stateful run's state): "
-                              f"{_start_afresh(partial, progress_file)}") from None
+        raise EmbedInputError(
+            f"{state_file} is missing (a stateful run's state): {_start_afresh(partial, progress_file)}"
+        ) from None
     except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile) as err:  # not an .npz, truncated
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise EmbedInputError(f"{state_file} is damaged ({reason}): "
-                              f"{_start_afresh(state_file, partial, progress_file)}") from None
+        raise EmbedInputError(
+            f"{state_file} is damaged ({reason}): {_start_afresh(state_file, partial, progress_file)}"
+        ) from None
 
 
 def write_sentence_index(out: h5py.File, lines: Sequence[str]) -> None:
@@ -253,17 +262,30 @@ def embed_file(
     if world > 1:
         target = part_path(output_file, rank, world)
         if not _finished_part(target, run_id):
-            _embed_batches(target, bilm, sentences, batches[rank::world], run_id, layers, stateful, max_length, progress)
+            _embed_batches(
+                target, bilm, sentences, batches[rank::world], run_id, layers, stateful, max_length, progress
+            )
         if rank == 0:
             merge_parts(output_file, lines, run_id, world, progress)
         return len(lines)
-    _embed_batches(output_file, bilm, sentences, batches, run_id, layers, stateful, max_length, progress,
-                   lines_to_index=lines)
+    _embed_batches(
+        output_file, bilm, sentences, batches, run_id, layers, stateful, max_length, progress, lines_to_index=lines
+    )
     return len(lines)
 
 
-def _embed_batches(output_file: Path, bilm: "ElmoBiLM", sentences, batches, run_id: Dict, layers: str,
-                   stateful: bool, max_length: int, progress: bool, lines_to_index: Optional[Sequence[str]] = None):
+def _embed_batches(
+    output_file: Path,
+    bilm: "ElmoBiLM",
+    sentences,
+    batches,
+    run_id: Dict,
+    layers: str,
+    stateful: bool,
+    max_length: int,
+    progress: bool,
+    lines_to_index: Optional[Sequence[str]] = None,
+):
     """``batches`` of ``sentences`` into ``output_file`` (resumably); with ``lines_to_index``, also
     AllenNLP's ``sentence_to_index``; a part file instead records its run."""
     partial = output_file.with_name(output_file.name + ".partial")
@@ -277,7 +299,11 @@ def _embed_batches(output_file: Path, bilm: "ElmoBiLM", sentences, batches, run_
     output_file.parent.mkdir(parents=True, exist_ok=True)
     n_done_lines = sum(len(b) for b in batches[:done_batches])
     bar = tqdm(
-        total=sum(map(len, batches)), initial=n_done_lines, unit="sent", desc="embed", disable=not progress,
+        total=sum(map(len, batches)),
+        initial=n_done_lines,
+        unit="sent",
+        desc="embed",
+        disable=not progress,
         file=sys.stderr,
     )
     with h5py.File(partial, "a") as out:
@@ -310,8 +336,14 @@ def _embed_batches(output_file: Path, bilm: "ElmoBiLM", sentences, batches, run_
     remove_states(output_file)
 
 
-def checkpoint(out: h5py.File, output_file: Path, progress_file: Path, run_id: Dict, done_batches: int,
-               stateful_bilm: Optional["ElmoBiLM"]) -> None:
+def checkpoint(
+    out: h5py.File,
+    output_file: Path,
+    progress_file: Path,
+    run_id: Dict,
+    done_batches: int,
+    stateful_bilm: Optional["ElmoBiLM"],
+) -> None:
     """Make ``done_batches`` durable in order: the HDF5 output on disk, then (--stateful) the
     LSTM state, then the progress file that vouches for both. A kill between any two
     leaves the previous checkpoint whole, and a resumed run equals an uninterrupted one."""
@@ -367,13 +399,29 @@ def merge_parts(output_file: Path, lines: Sequence[str], run_id: Dict, world: in
 
 @app.command("embed")
 def embed_command(
-    input_file: Path = typer.Argument(..., help="Text file, one sentence per line (UTF-8). Blank lines give empty datasets."),
-    output_file: Path = typer.Argument(..., help="HDF5 file to write: dataset 'i' per line i, plus 'sentence_to_index'."),
-    options_file: Optional[Path] = typer.Option(None, "--options-file", help="bilm-tf/AllenNLP options.json (with --weight-file)"),
-    weight_file: Optional[Path] = typer.Option(None, "--weight-file", help="bilm-tf/AllenNLP weights.hdf5 (with --options-file)"),
-    bilm_dir: Optional[Path] = typer.Option(None, "--bilm-dir", help="a biLM directory (`pretrain` output). None of the three: the bundled English biLM"),
-    layers: str = typer.Option("all", "--layers", help="all: (L+1, n, 2P); top: (n, 2P); average: (n, 2P) mean of the layers"),
-    batch_size: int = typer.Option(64, "--batch-size", help="Lines per step: the unit of progress and resume; with --stateful, the batch whose rows carry state (stateless steps are re-batched by length inside)"),
+    input_file: Path = typer.Argument(
+        ..., help="Text file, one sentence per line (UTF-8). Blank lines give empty datasets."
+    ),
+    output_file: Path = typer.Argument(
+        ..., help="HDF5 file to write: dataset 'i' per line i, plus 'sentence_to_index'."
+    ),
+    options_file: Optional[Path] = typer.Option(
+        None, "--options-file", help="bilm-tf/AllenNLP options.json (with --weight-file)"
+    ),
+    weight_file: Optional[Path] = typer.Option(
+        None, "--weight-file", help="bilm-tf/AllenNLP weights.hdf5 (with --options-file)"
+    ),
+    bilm_dir: Optional[Path] = typer.Option(
+        None, "--bilm-dir", help="a biLM directory (`pretrain` output). None of the three: the bundled English biLM"
+    ),
+    layers: str = typer.Option(
+        "all", "--layers", help="all: (L+1, n, 2P); top: (n, 2P); average: (n, 2P) mean of the layers"
+    ),
+    batch_size: int = typer.Option(
+        64,
+        "--batch-size",
+        help="Lines per step: the unit of progress and resume; with --stateful, the batch whose rows carry state (stateless steps are re-batched by length inside)",
+    ),
     stateful: bool = typer.Option(
         False, "--stateful", help="Carry LSTM state across batches like bilm-tf (lines run in file order)"
     ),
@@ -381,9 +429,19 @@ def embed_command(
         None, "--spacy-tokenizer", help="Tokenise lines with spaCy: a language code ('en') or a pipeline name/path"
     ),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda:0"),
-    max_length: int = typer.Option(256, "--max-length", help="Longer lines run in overlapping windows of this many tokens (0: never; --stateful: never)"),
-    precision: str = typer.Option("fp32", "--precision", help="fp32 (exact), int8 (quantized matmuls on CPU: faster, not exact: on the bundled biLM, whose values reach about 5, max abs difference from fp32 0.06-0.15 per layer was measured, mean cosine 0.9994) or bf16 (bfloat16 matmuls where the CPU/GPU has native bf16; SPACY_ELMO_FORCE_BF16=1 runs it emulated elsewhere)"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUTPUT_FILE if it exists (else an existing one is refused)"),
+    max_length: int = typer.Option(
+        256,
+        "--max-length",
+        help="Longer lines run in overlapping windows of this many tokens (0: never; --stateful: never)",
+    ),
+    precision: str = typer.Option(
+        "fp32",
+        "--precision",
+        help="fp32 (exact), int8 (quantized matmuls on CPU: faster, not exact: on the bundled biLM, whose values reach about 5, max abs difference from fp32 0.06-0.15 per layer was measured, mean cosine 0.9994) or bf16 (bfloat16 matmuls where the CPU/GPU has native bf16; SPACY_ELMO_FORCE_BF16=1 runs it emulated elsewhere)",
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace OUTPUT_FILE if it exists (else an existing one is refused)"
+    ),
 ):
     """Embed a file of sentences with an ELMo biLM (like AllenNLP's `allennlp elmo`).
     Under torchrun, the processes share the work (see `embed`'s module docs)."""
@@ -400,10 +458,20 @@ def embed_command(
         bilm = load_bilm(**source).to(torch_device)
         bilm.set_precision(precision)
         n = embed_file(
-            input_file, output_file, bilm, layers=layers, batch_size=batch_size, stateful=stateful, max_length=max_length,
-            tokenize=make_tokenizer(spacy_tokenizer), share=share,
-            settings={**{k: str(Path(v).resolve()) for k, v in source.items() if v}, "spacy_tokenizer": spacy_tokenizer,
-                      "precision": precision},
+            input_file,
+            output_file,
+            bilm,
+            layers=layers,
+            batch_size=batch_size,
+            stateful=stateful,
+            max_length=max_length,
+            tokenize=make_tokenizer(spacy_tokenizer),
+            share=share,
+            settings={
+                **{k: str(Path(v).resolve()) for k, v in source.items() if v},
+                "spacy_tokenizer": spacy_tokenizer,
+                "precision": precision,
+            },
         )
     except ElmoError as err:
         typer.echo(f"error: {err}", err=True)

@@ -1,4 +1,5 @@
 """``pretrain`` and ``perplexity``: train a biLM on your text, then measure it."""
+
 import json
 from pathlib import Path
 from typing import Optional
@@ -40,21 +41,31 @@ def pretrain_command(
         if dev and "mean_loss" in dev:
             dev_text = f", dev loss {dev['mean_loss']:.4f} (continuous outputs: no perplexity)"
         else:
-            dev_text = f", dev perplexity {dev['mean']:.2f} (forward {dev['forward']:.2f}, backward {dev['backward']:.2f})" if dev else ""
+            dev_text = (
+                f", dev perplexity {dev['mean']:.2f} (forward {dev['forward']:.2f}, backward {dev['backward']:.2f})"
+                if dev
+                else ""
+            )
         typer.echo(f"trained to step {summary['steps']}{dev_text}; biLM in {output_dir}", err=True)
 
 
 @app.command("perplexity")
 def perplexity_command(
-    bilm_dir: Path = typer.Argument(..., help="A `pretrain` output directory (options.json, weights.hdf5, vocab.txt, softmax.hdf5)"),
-    text: Path = typer.Argument(..., help="Text to score: a file (one tokenised sentence per line, or .spacy) or a directory"),
-    text_format: str = typer.Option("auto", "--text-format", help="auto, lines or paragraphs (as the config's corpus.text_format)"),
+    bilm_dir: Path = typer.Argument(
+        ..., help="A `pretrain` output directory (options.json, weights.hdf5, vocab.txt, softmax.hdf5)"
+    ),
+    text: Path = typer.Argument(
+        ..., help="Text to score: a file (one tokenised sentence per line, or .spacy) or a directory"
+    ),
+    text_format: str = typer.Option(
+        "auto", "--text-format", help="auto, lines or paragraphs (as the config's corpus.text_format)"
+    ),
     output: Optional[Path] = typer.Option(None, "--output", help="Also write the figures to this JSON file"),
     device: str = typer.Option("cpu", "--device", help="torch device"),
 ):
     """Forward, backward and mean perplexity of TEXT under the biLM's full softmax."""
-    from ..pretrain.perplexity import perplexity
     from ..pretrain.evaluation import unknown_rate_warning
+    from ..pretrain.perplexity import perplexity
 
     try:
         result = perplexity(bilm_dir, text, text_format=text_format, device=device)
@@ -63,8 +74,10 @@ def perplexity_command(
         raise typer.Exit(code=1)
     scored = f"{result['sentences']} sentences, {result['predictions_per_direction']} predictions per direction"
     if "mean_loss" in result:
-        typer.echo("no perplexity: this biLM was trained with continuous outputs (vmf), which give no word "
-                   "probabilities; its held-out vMF loss per prediction instead:")
+        typer.echo(
+            "no perplexity: this biLM was trained with continuous outputs (vmf), which give no word "
+            "probabilities; its held-out vMF loss per prediction instead:"
+        )
         typer.echo(f"forward loss  {result['forward_loss']:.4f}")
         typer.echo(f"backward loss {result['backward_loss']:.4f}")
         typer.echo(f"mean loss     {result['mean_loss']:.4f}  ({scored})")

@@ -11,6 +11,7 @@ Prediction runs per segment (sentence or window), length-batched, through a
 bounded cache, each batch's outputs copied into the docs' layers and freed;
 training (fine-tuning) runs the whole batch with autograd.
 """
+
 from io import BytesIO
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -23,19 +24,17 @@ from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions, batch_char_ids
 from ..bilm.kernels import check_precision, weights_version
+from ..bilm.model import iter_embedded, length_batches
 from ..bilm.weights import checked_array
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
 from ..io import arrays_sha256
-from ..bilm.model import embed_sentences, iter_embedded, length_batches
 from .cache import LayerCache
 from .segments import Segment, batch_segments
 
 BilmModel = Model[List[Doc], List[Floats3d]]
 
 
-def build_bilm_model(
-    options: Optional[ElmoOptions], max_segment_length: int = 256, cache_mb: float = 0.0
-) -> BilmModel:
+def build_bilm_model(options: Optional[ElmoOptions], max_segment_length: int = 256, cache_mb: float = 0.0) -> BilmModel:
     """``options=None`` defers the sizes until weights are set."""
     problem = _max_segment_length_problem(max_segment_length)
     if problem:
@@ -245,8 +244,12 @@ def _run_segments(model: BilmModel, bilm: ElmoBiLM, segments: List[Segment], tex
             place(segments[k], hit)
     keys = list(todo)
     wrapper = model.layers[0]
-    computed = iter_embedded(keys, length_batches([len(key) for key in keys]), bilm.options.max_characters_per_token,
-                             lambda ids, lengths: wrapper.predict((ids, lengths)))
+    computed = iter_embedded(
+        keys,
+        length_batches([len(key) for key in keys]),
+        bilm.options.max_characters_per_token,
+        lambda ids, lengths: wrapper.predict((ids, lengths)),
+    )
     for i, output in computed:
         for k in todo[keys[i]]:
             place(segments[k], output)

@@ -3,6 +3,7 @@
 Stateless vectors depend only on the segment's tokens (and the weights), so a
 cached result is exact. The cache clears itself when the weights change.
 """
+
 from collections import OrderedDict
 from typing import Any, Hashable, Optional
 

@@ -9,6 +9,7 @@ Kept in ``doc.user_data`` as plain arrays:
   form is not (float16, mix only, or nothing stored); each listening
   component takes it once and the last one frees it.
 """
+
 from typing import Any, Callable, List, Optional, Sequence
 
 import numpy
@@ -60,8 +61,9 @@ def token_mix_reducer(token_mix: List[float], dtype: str) -> Callable[[Any], num
     return lambda layers: numpy.tensordot(weights, _to_numpy(layers), axes=(0, 0)).astype(dtype, copy=False)
 
 
-def store_doc_reduced(doc: Doc, mix: Optional[numpy.ndarray], *, store: str, dtype: str, token_mix: List[float],
-                      width: int) -> None:
+def store_doc_reduced(
+    doc: Doc, mix: Optional[numpy.ndarray], *, store: str, dtype: str, token_mix: List[float], width: int
+) -> None:
     """Annotate a doc as ``store_doc_layers`` does when no listener needs its layers, from
     the token mix alone (store="mix"; ``token_mix_reducer``) or nothing (store="none")."""
     for key in (KEY_LAYERS, KEY_MIX, KEY_PENDING):

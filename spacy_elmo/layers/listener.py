@@ -10,6 +10,7 @@ returns zeros of the right width when there are none.
 ``nlp.replace_listeners`` swaps a listener for a standalone copy of the biLM
 followed by the listener's own (trained) mix.
 """
+
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -62,8 +63,12 @@ def build_listener(mix: MixModel, upstream: str = "*", grad_factor: float = 0.0)
         layers=[mix],
         dims={"nO": mix.maybe_get_dim("nO"), "nL": mix.maybe_get_dim("nL")},
         # listening_component: set by the producer; saved, so a pipeline loaded without it can still name it.
-        attrs={"upstream_name": upstream, "grad_factor": grad_factor, "listening_component": "",
-               "_state": _ListenerState()},
+        attrs={
+            "upstream_name": upstream,
+            "grad_factor": grad_factor,
+            "listening_component": "",
+            "_state": _ListenerState(),
+        },
     )
 
 

@@ -6,6 +6,7 @@ per-token layer norm of each layer before mixing, dropout on the output,
 layer dropout (whole layers dropped from the softmax during training), and an
 L2 penalty on s that pulls the weights toward the equal mix (paper sec. 3.2).
 """
+
 from typing import Callable, List, Optional, Tuple
 
 from thinc.api import Model, get_array_module

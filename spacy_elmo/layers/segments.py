@@ -7,6 +7,7 @@ own segment, which is what makes the output cacheable. A run longer than
 in overlapping windows, each token keeping the vectors of the window it is
 most central in (``bilm.windows``).
 """
+
 from typing import List, NamedTuple, Sequence, Tuple
 
 from spacy.tokens import Doc

@@ -1,4 +1,5 @@
 """The spaCy side: the `elmo` component and its Doc/Token/Span extensions."""
+
 from .elmo import ElmoComponent, make_elmo
 from .extensions import install_extensions
 

@@ -5,6 +5,7 @@ batch's layers go straight to the listeners of downstream components; with
 every listener frozen (``grad_factor = 0``, the default) the biLM runs without
 gradients through a bounded cache, so later epochs do not recompute it.
 """
+
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
@@ -31,8 +32,14 @@ from ..layers.bilm_model import (
     set_cache_size,
     set_precision,
 )
-from ..layers.doc_data import DTYPE_CHOICES, STORE_CHOICES, store_doc_layers, token_mix_weights
-from ..layers.doc_data import store_doc_reduced, token_mix_reducer
+from ..layers.doc_data import (
+    DTYPE_CHOICES,
+    STORE_CHOICES,
+    store_doc_layers,
+    store_doc_reduced,
+    token_mix_reducer,
+    token_mix_weights,
+)
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
 from ..loaders import check_weight_source, default_bilm_dir, load_bilm
 from ..spacy_frames import building_from_config
@@ -52,8 +59,8 @@ NO_WEIGHTS_HELP = (
     "  * bilm-tf/AllenNLP files: nlp.add_pipe('elmo', config={{'options_file': 'options.json', "
     "'weight_file': 'weights.hdf5'}})\n"
     "  * a biLM you pretrained (`python -m spacy_elmo pretrain`): config={{'bilm_dir': 'OUTPUT_DIR'}}\n"
-    "  * with spacy train: [initialize.components.{name}.weights] @misc = \"spacy-elmo.WeightsFromFiles.v1\" "
-    "(options_file, weight_file) or \"spacy-elmo.WeightsFromDir.v1\" (path)\n"
+    '  * with spacy train: [initialize.components.{name}.weights] @misc = "spacy-elmo.WeightsFromFiles.v1" '
+    '(options_file, weight_file) or "spacy-elmo.WeightsFromDir.v1" (path)\n'
     "Normally the bundled English biLM (spacy_elmo/data/default_bilm) is the fallback, but this install "
     "lacks it: reinstall spacy-elmo, or pretrain a biLM on your own text with `python -m spacy_elmo pretrain`."
 )
@@ -253,7 +260,9 @@ class ElmoComponent(TrainablePipe):
 
     def listener_mix_weights(self) -> Dict[str, List[Dict[str, Any]]]:
         """The learned scalar-mix weights and gamma of each listening component."""
-        return {name: [learned_mix(listener) for listener in self.listener_map[name]] for name in self.listening_components}
+        return {
+            name: [learned_mix(listener) for listener in self.listener_map[name]] for name in self.listening_components
+        }
 
     # -- weights ----------------------------------------------------------------
     @property
@@ -296,8 +305,11 @@ class ElmoComponent(TrainablePipe):
 
     def _refuse_inference_only_fine_tuning(self) -> None:
         """int8 has no gradients: a listener that fine-tunes the biLM is refused before training starts."""
-        tuning = [name for name in self.listening_components
-                  if any(listener.attrs.get("grad_factor", 0) for listener in self.listener_map[name])]
+        tuning = [
+            name
+            for name in self.listening_components
+            if any(listener.attrs.get("grad_factor", 0) for listener in self.listener_map[name])
+        ]
         if tuning and self.cfg["precision"] != "fp32":
             raise ElmoError(
                 f"elmo precision {self.cfg['precision']!r} is for inference only, but the listener of "
@@ -338,8 +350,9 @@ class ElmoComponent(TrainablePipe):
         dtype = self.cfg["store_dtype"]
         reduce = token_mix_reducer(token_mix, dtype) if self.cfg["store"] == "mix" else None
         for doc, mix in zip(docs, predict_reduced(self.model, docs, reduce)):
-            store_doc_reduced(doc, mix, store=self.cfg["store"], dtype=dtype, token_mix=token_mix,
-                              width=self.model.get_dim("nO"))
+            store_doc_reduced(
+                doc, mix, store=self.cfg["store"], dtype=dtype, token_mix=token_mix, width=self.model.get_dim("nO")
+            )
 
     def set_annotations(self, docs: Sequence[Doc], layers: List[Floats3d]) -> None:
         token_mix = token_mix_weights(self.cfg["token_mix"], self.model.get_dim("nL"))

@@ -1,4 +1,5 @@
 """User-facing annotations: ``doc._.elmo_layers``, ``token._.elmo``, ``span._.elmo``."""
+
 from spacy.tokens import Doc, Span, Token
 
 from ..layers.doc_data import stored_layers, token_vectors

@@ -1,6 +1,7 @@
 """A saved elmo component's files (``NAME/cfg``, ``NAME/model``), checked before spaCy
 reads them: a damaged or missing file gets an error naming that file and what to do,
 not spaCy's bare ``FileNotFoundError`` or a JSON error blamed on another file."""
+
 from pathlib import Path
 from typing import Iterable
 

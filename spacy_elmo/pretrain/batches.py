@@ -5,6 +5,7 @@ sorts them by length within pools of ~50 batches (little padding), cuts
 batches by token count and shuffles the batch order. A data position is just
 (epoch, batch index), so a resumed run picks up exactly where it stopped.
 """
+
 from typing import List, Sequence, Union
 
 import numpy
@@ -15,7 +16,9 @@ from .corpus import BOS_TYPE, EOS_TYPE
 POOL_BATCHES = 50
 
 
-def epoch_batches(lengths: Union[Sequence[int], numpy.ndarray], batch_tokens: int, seed: int, epoch: int) -> List[numpy.ndarray]:
+def epoch_batches(
+    lengths: Union[Sequence[int], numpy.ndarray], batch_tokens: int, seed: int, epoch: int
+) -> List[numpy.ndarray]:
     """Sentence indices per batch; each batch holds at most ``batch_tokens``
     tokens (a longer sentence gets a batch of its own)."""
     lengths = numpy.asarray(lengths)

@@ -5,17 +5,17 @@ some, and the command line overrides those (``--training.max_steps 60``).
 The learning-rate schedule never depends on ``max_steps``, so a run extended
 with a larger ``max_steps`` continues exactly as a longer run would have.
 """
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import srsly
 from confection import Config
 
-import srsly
-
 from ..bilm import ElmoOptions, preset
-from ..errors import PretrainConfigError
 from ..bilm.lm_head import SOFTMAX_KINDS
+from ..errors import PretrainConfigError
 
 _DEFAULT_CONFIG_TEMPLATE = """
 [paths]
@@ -140,42 +140,85 @@ def _check(condition: bool, key: str, message: str) -> None:
 def validate(config: Config) -> None:
     t, c, v = config["training"], config["corpus"], config["vocab"]
     for key in ("max_steps", "batch_size", "log_every_steps", "eval_every_steps", "checkpoint_every_steps"):
-        _check(isinstance(t[key], int) and not isinstance(t[key], bool) and t[key] >= 1,
-               f"training.{key}", f"must be a positive integer, got {t[key]!r}")
+        _check(
+            isinstance(t[key], int) and not isinstance(t[key], bool) and t[key] >= 1,
+            f"training.{key}",
+            f"must be a positive integer, got {t[key]!r}",
+        )
     for key in ("learn_rate", "dropout", "grad_clip", "checkpoint_every_minutes", "weight_decay", "vmf_l1"):
-        _check(isinstance(t[key], (int, float)) and t[key] >= 0, f"training.{key}", f"must be a number >= 0, got {t[key]!r}")
+        _check(
+            isinstance(t[key], (int, float)) and t[key] >= 0,
+            f"training.{key}",
+            f"must be a number >= 0, got {t[key]!r}",
+        )
     _check(t["learn_rate"] > 0, "training.learn_rate", "must be > 0")
     _check(t["dropout"] < 1, "training.dropout", f"must be below 1, got {t['dropout']!r}")
-    _check(isinstance(t["warmup_steps"], int) and t["warmup_steps"] >= 0, "training.warmup_steps", "must be an integer >= 0")
+    _check(
+        isinstance(t["warmup_steps"], int) and t["warmup_steps"] >= 0,
+        "training.warmup_steps",
+        "must be an integer >= 0",
+    )
     _check(t["optimizer"] in OPTIMIZERS, "training.optimizer", f"must be one of {OPTIMIZERS}, got {t['optimizer']!r}")
     _check(t["softmax"] in SOFTMAX_KINDS, "training.softmax", f"must be one of {SOFTMAX_KINDS}, got {t['softmax']!r}")
-    _check(t["train_only"] in TRAIN_ONLY, "training.train_only", f"must be one of {TRAIN_ONLY}, got {t['train_only']!r}")
+    _check(
+        t["train_only"] in TRAIN_ONLY, "training.train_only", f"must be one of {TRAIN_ONLY}, got {t['train_only']!r}"
+    )
     _check(t["precision"] in PRECISIONS, "training.precision", f"must be one of {PRECISIONS}, got {t['precision']!r}")
     _check(isinstance(t["n_samples"], int) and t["n_samples"] >= 1, "training.n_samples", "must be a positive integer")
     cutoffs = t["adaptive_cutoffs"]
-    _check(isinstance(cutoffs, (list, tuple)) and all(isinstance(x, int) and x > 0 for x in cutoffs),
-           "training.adaptive_cutoffs", f"must be a list of positive integers, got {cutoffs!r}")
-    _check(list(cutoffs) == sorted(set(cutoffs)), "training.adaptive_cutoffs", f"must increase strictly, got {cutoffs!r}")
-    _check(c["text_format"] in TEXT_FORMATS, "corpus.text_format", f"must be one of {TEXT_FORMATS}, got {c['text_format']!r}")
-    _check(isinstance(c["max_sentence_length"], int) and c["max_sentence_length"] >= 1,
-           "corpus.max_sentence_length", "must be a positive integer")
-    _check(isinstance(c["max_dev_sentences"], int) and c["max_dev_sentences"] >= 0, "corpus.max_dev_sentences",
-           "must be an integer >= 0")
+    _check(
+        isinstance(cutoffs, (list, tuple)) and all(isinstance(x, int) and x > 0 for x in cutoffs),
+        "training.adaptive_cutoffs",
+        f"must be a list of positive integers, got {cutoffs!r}",
+    )
+    _check(
+        list(cutoffs) == sorted(set(cutoffs)), "training.adaptive_cutoffs", f"must increase strictly, got {cutoffs!r}"
+    )
+    _check(
+        c["text_format"] in TEXT_FORMATS,
+        "corpus.text_format",
+        f"must be one of {TEXT_FORMATS}, got {c['text_format']!r}",
+    )
+    _check(
+        isinstance(c["max_sentence_length"], int) and c["max_sentence_length"] >= 1,
+        "corpus.max_sentence_length",
+        "must be a positive integer",
+    )
+    _check(
+        isinstance(c["max_dev_sentences"], int) and c["max_dev_sentences"] >= 0,
+        "corpus.max_dev_sentences",
+        "must be an integer >= 0",
+    )
     _check(isinstance(v["min_count"], int) and v["min_count"] >= 1, "vocab.min_count", "must be a positive integer")
     _check(isinstance(v["max_size"], int) and v["max_size"] >= 4, "vocab.max_size", "must be an integer >= 4")
     paths = config["paths"]
     _check(bool(paths["train"]), "paths.train", "is required (a text file, a .spacy file or a directory of them)")
-    _check((paths["init_options"] is None) == (paths["init_weights"] is None), "paths.init_options/init_weights",
-           "must be given together (options.json and weights.hdf5 to fine-tune from)")
-    _check(not (paths["init_dir"] and paths["init_options"]), "paths.init_dir",
-           "and paths.init_options/init_weights both name a biLM to start from: give one")
-    _check((t["softmax"] == "vmf") == bool(paths["output_vectors"]), "paths.output_vectors",
-           "is needed by training.softmax = \"vmf\" (the word vectors to predict) and only by it")
+    _check(
+        (paths["init_options"] is None) == (paths["init_weights"] is None),
+        "paths.init_options/init_weights",
+        "must be given together (options.json and weights.hdf5 to fine-tune from)",
+    )
+    _check(
+        not (paths["init_dir"] and paths["init_options"]),
+        "paths.init_dir",
+        "and paths.init_options/init_weights both name a biLM to start from: give one",
+    )
+    _check(
+        (t["softmax"] == "vmf") == bool(paths["output_vectors"]),
+        "paths.output_vectors",
+        'is needed by training.softmax = "vmf" (the word vectors to predict) and only by it',
+    )
     widen_to = config["warm_start"]["projection_dim"]
-    _check(widen_to is None or (isinstance(widen_to, int) and not isinstance(widen_to, bool) and widen_to >= 1),
-           "warm_start.projection_dim", f"must be null or a positive integer, got {widen_to!r}")
-    _check(widen_to is None or bool(paths["init_dir"] or paths["init_options"]), "warm_start.projection_dim",
-           "widens a starting biLM: give paths.init_dir (or init_options/init_weights) too")
+    _check(
+        widen_to is None or (isinstance(widen_to, int) and not isinstance(widen_to, bool) and widen_to >= 1),
+        "warm_start.projection_dim",
+        f"must be null or a positive integer, got {widen_to!r}",
+    )
+    _check(
+        widen_to is None or bool(paths["init_dir"] or paths["init_options"]),
+        "warm_start.projection_dim",
+        "widens a starting biLM: give paths.init_dir (or init_options/init_weights) too",
+    )
     model_options(config)  # the [model] sizes, checked by ElmoOptions
 
 
@@ -203,8 +246,10 @@ def widen_model(config: Config, start: Union[str, Path]) -> None:
         return
     width = config["model"]["projection_dim"]
     if widen_to < width:
-        raise PretrainConfigError(f"warm_start.projection_dim = {widen_to} is narrower than the starting "
-                                  f"biLM's projection_dim {width} ({start}): a warm start only widens")
+        raise PretrainConfigError(
+            f"warm_start.projection_dim = {widen_to} is narrower than the starting "
+            f"biLM's projection_dim {width} ({start}): a warm start only widens"
+        )
     config["model"]["projection_dim"] = widen_to
 
 
@@ -215,7 +260,9 @@ def model_section(options: ElmoOptions) -> Dict[str, Any]:
     return section
 
 
-def config_differences(saved: Config, current: Config, allowed: Sequence[str] = RESUMABLE_CHANGES) -> List[Tuple[str, Any, Any]]:
+def config_differences(
+    saved: Config, current: Config, allowed: Sequence[str] = RESUMABLE_CHANGES
+) -> List[Tuple[str, Any, Any]]:
     """Settings that differ between two configs, except those a resume may change."""
     found = []
     # A setting added after the checkpoint was written counts as its default there.

@@ -8,12 +8,12 @@ non-hidden file, recursively, in sorted order).
 Every distinct token string becomes a *type*; sentences are stored as int32
 arrays of type ids, and each type's character ids are computed once.
 """
+
 import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy
-
 
 from ..bilm.char_ids import BOS_TOKEN, EOS_TOKEN, token_char_ids
 from ..errors import PretrainDataError
@@ -31,7 +31,8 @@ def input_files(path: Union[str, Path]) -> List[Path]:
         return [path]
     if path.is_dir():
         files = sorted(
-            p for p in path.rglob("*")
+            p
+            for p in path.rglob("*")
             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
         )
         if not files:
@@ -85,8 +86,15 @@ class Corpus:
             self._type_chars = numpy.asarray(self._char_rows, dtype=numpy.int16)
         return self._type_chars
 
-    def read(self, path: Union[str, Path], text_format: str = "auto", lang: str = "en",
-             max_sentence_length: int = 100, max_sentences: int = 0, role: str = "training") -> List[numpy.ndarray]:
+    def read(
+        self,
+        path: Union[str, Path],
+        text_format: str = "auto",
+        lang: str = "en",
+        max_sentence_length: int = 100,
+        max_sentences: int = 0,
+        role: str = "training",
+    ) -> List[numpy.ndarray]:
         """Sentences of every file under ``path``, as type-id arrays."""
         sentences: List[numpy.ndarray] = []
         for file in input_files(path):

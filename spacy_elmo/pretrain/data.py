@@ -1,4 +1,5 @@
 """The pretraining text as id arrays, and the vocabulary it is scored against."""
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
@@ -31,23 +32,36 @@ class TrainingData:
         return unknown / words if words else 0.0
 
 
-def read_data(config: Config, output_dir: Path, resuming: bool, max_chars: int,
-              warm: Optional[WarmStart] = None) -> TrainingData:
+def read_data(
+    config: Config, output_dir: Path, resuming: bool, max_chars: int, warm: Optional[WarmStart] = None
+) -> TrainingData:
     """Train and dev text, and the vocabulary: the run's own when resuming, else
     ``paths.vocab``, else a warm start's extended by the new text, else built from train."""
     paths, corpus_cfg, vocab_cfg = config["paths"], config["corpus"], config["vocab"]
     corpus = Corpus(max_chars)
-    read = dict(text_format=corpus_cfg["text_format"], lang=corpus_cfg["lang"],
-                max_sentence_length=corpus_cfg["max_sentence_length"])
+    read = dict(
+        text_format=corpus_cfg["text_format"],
+        lang=corpus_cfg["lang"],
+        max_sentence_length=corpus_cfg["max_sentence_length"],
+    )
     train = corpus.read(paths["train"], **read)
-    dev = corpus.read(paths["dev"], max_sentences=corpus_cfg["max_dev_sentences"], role="dev", **read) if paths["dev"] else []
+    dev = (
+        corpus.read(paths["dev"], max_sentences=corpus_cfg["max_dev_sentences"], role="dev", **read)
+        if paths["dev"]
+        else []
+    )
     if resuming:
         vocab = Vocabulary.from_file(output_dir / VOCAB_NAME)
     elif paths["vocab"]:
         vocab = Vocabulary.from_file(paths["vocab"])
     elif warm is not None and warm.vocab is not None:
-        vocab = extended_vocab(warm.vocab, corpus.types, corpus.type_counts(train), vocab_cfg["min_count"],
-                               max(vocab_cfg["max_size"], len(warm.vocab)))
+        vocab = extended_vocab(
+            warm.vocab,
+            corpus.types,
+            corpus.type_counts(train),
+            vocab_cfg["min_count"],
+            max(vocab_cfg["max_size"], len(warm.vocab)),
+        )
     else:
         counts = corpus.type_counts(train)
         vocab = Vocabulary.build(corpus.types, counts, vocab_cfg["min_count"], vocab_cfg["max_size"])

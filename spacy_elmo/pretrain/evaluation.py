@@ -1,5 +1,6 @@
 """Held-out figures of a biLM: exact dev NLL, perplexities (or a vmf head's
 losses), and the warning for text mostly outside the vocabulary."""
+
 import math
 from typing import Dict, Optional, Tuple
 
@@ -41,8 +42,10 @@ def perplexities(forward: float, backward: float, count: int) -> Dict[str, float
 def held_out_losses(forward: float, backward: float, count: int) -> Dict[str, float]:
     """A vmf head's figures: mean losses per prediction (it has no word probabilities, so no perplexity)."""
     return {
-        "forward_loss": forward / count, "backward_loss": backward / count,
-        "mean_loss": (forward + backward) / (2 * count), "predictions_per_direction": count,
+        "forward_loss": forward / count,
+        "backward_loss": backward / count,
+        "mean_loss": (forward + backward) / (2 * count),
+        "predictions_per_direction": count,
     }
 
 
@@ -55,15 +58,25 @@ def dev_record(kind: str, step: int, figures: Tuple[float, float, int]) -> Dict[
     """The metrics.jsonl record of one dev evaluation."""
     if kind not in NORMALISED_KINDS:
         losses = held_out_losses(*figures)
-        return {"step": step, "dev_loss": losses["mean_loss"], "dev_forward_loss": losses["forward_loss"],
-                "dev_backward_loss": losses["backward_loss"]}
+        return {
+            "step": step,
+            "dev_loss": losses["mean_loss"],
+            "dev_forward_loss": losses["forward_loss"],
+            "dev_backward_loss": losses["backward_loss"],
+        }
     ppl = perplexities(*figures)
-    return {"step": step, "dev_perplexity": ppl["mean"], "dev_forward_perplexity": ppl["forward"],
-            "dev_backward_perplexity": ppl["backward"]}
+    return {
+        "step": step,
+        "dev_perplexity": ppl["mean"],
+        "dev_forward_perplexity": ppl["forward"],
+        "dev_backward_perplexity": ppl["backward"],
+    }
 
 
 def unknown_rate_warning(rate: float, what: str) -> Optional[str]:
     if rate <= UNKNOWN_RATE_WARNING:
         return None
-    return (f"{rate:.1%} of the words of {what} are outside the biLM's vocabulary and scored as <UNK>: "
-            "the perplexity mostly measures how well <UNK> is predicted, not the text")
+    return (
+        f"{rate:.1%} of the words of {what} are outside the biLM's vocabulary and scored as <UNK>: "
+        "the perplexity mostly measures how well <UNK> is predicted, not the text"
+    )

@@ -13,6 +13,7 @@ never a torn one. Checkpoints load with ``weights_only=True``: no code runs.
     OUTPUT_DIR/metrics.jsonl    one JSON object per logged step or evaluation
     OUTPUT_DIR/training_curve.png
 """
+
 import json
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
@@ -23,11 +24,11 @@ import torch
 from confection import Config
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..io import atomic_path, read_jsonl
 from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
 from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.weights import write_weights
 from ..errors import PretrainConfigError, PretrainDataError
+from ..io import atomic_path, read_jsonl
 
 CONFIG_NAME = "config.cfg"
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -38,8 +39,18 @@ CURVE_NAME = "training_curve.png"
 
 
 # What every checkpoint holds (train.save writes them; train.restore reads them).
-CHECKPOINT_KEYS = ("model", "optimizer", "step", "epoch", "position", "elapsed", "rng", "world_size",
-                   "train_sha256", "tokens_seen")
+CHECKPOINT_KEYS = (
+    "model",
+    "optimizer",
+    "step",
+    "epoch",
+    "position",
+    "elapsed",
+    "rng",
+    "world_size",
+    "train_sha256",
+    "tokens_seen",
+)
 # The [sections] every saved config.cfg has.
 CONFIG_SECTIONS = ("paths", "system", "corpus", "vocab", "model", "training")
 
@@ -63,8 +74,10 @@ def load_checkpoint(path: Path, required: Sequence[str] = ()) -> Dict[str, Any]:
         ) from None
     missing = [key for key in required if not isinstance(state, dict) or key not in state]
     if missing:
-        raise PretrainDataError(f"{path}: the checkpoint lacks {', '.join(missing)} (damaged, or not written by "
-                                "pretrain); delete it to start this output directory afresh")
+        raise PretrainDataError(
+            f"{path}: the checkpoint lacks {', '.join(missing)} (damaged, or not written by "
+            "pretrain); delete it to start this output directory afresh"
+        )
     return state
 
 
@@ -81,8 +94,10 @@ def write_config(path: Path, config: Config) -> None:
 def read_saved_config(path: Path, checkpoint: Path) -> Config:
     """The config.cfg beside a checkpoint; damaged (empty, unparsable, sections missing):
     an error naming it and what to do."""
-    what_to_do = (f"restore it (the config this run started with) or use a fresh output directory "
-                  f"(or delete {checkpoint.name} to start this one afresh)")
+    what_to_do = (
+        f"restore it (the config this run started with) or use a fresh output directory "
+        f"(or delete {checkpoint.name} to start this one afresh)"
+    )
     if not path.is_file():
         raise PretrainConfigError(f"{path} is missing beside {checkpoint.name}: {what_to_do}")
     if path.stat().st_size == 0:
@@ -158,7 +173,9 @@ def plot_curve(records: List[Dict[str, Any]], png_path: Path) -> None:
     ax.set_ylabel("train loss (nats, mean of both directions)")
     if dev:
         ax2 = ax.twinx()
-        ax2.plot([r["step"] for r in dev], [r["dev_perplexity"] for r in dev], "o-", color="#c44", label="dev perplexity")
+        ax2.plot(
+            [r["step"] for r in dev], [r["dev_perplexity"] for r in dev], "o-", color="#c44", label="dev perplexity"
+        )
         ax2.set_ylabel("dev perplexity")
         ax2.set_yscale("log")
     ax.set_title("biLM pretraining")

@@ -1,4 +1,5 @@
 """Held-out perplexity of a pretrained biLM directory, with the exact softmax."""
+
 from pathlib import Path
 from typing import Dict, Union
 
@@ -6,11 +7,11 @@ from ..bilm import ElmoBiLM
 from ..bilm.language_model import BidirectionalLM
 from ..bilm.lm_head import build_lm_head
 from ..bilm.model import OPTIONS_NAME
-from .outputs import SOFTMAX_NAME, VOCAB_NAME, import_softmax, read_softmax_arrays, read_softmax_settings
 from ..errors import PretrainDataError
 from .corpus import Corpus
 from .data import TrainingData
 from .evaluation import dev_nll, held_out_figures
+from .outputs import SOFTMAX_NAME, VOCAB_NAME, import_softmax, read_softmax_arrays, read_softmax_settings
 from .vocab import Vocabulary
 
 
@@ -41,14 +42,21 @@ def check_lm_head(bilm_dir: Path) -> None:
         )
 
 
-def perplexity(bilm_dir: Union[str, Path], text: Union[str, Path], text_format: str = "auto",
-               lang: str = "en", max_sentence_length: int = 100, device: str = "cpu") -> Dict[str, float]:
+def perplexity(
+    bilm_dir: Union[str, Path],
+    text: Union[str, Path],
+    text_format: str = "auto",
+    lang: str = "en",
+    max_sentence_length: int = 100,
+    device: str = "cpu",
+) -> Dict[str, float]:
     """Forward, backward and mean (exp of the mean loss) perplexity of ``text``; for a
     continuous-output (vmf) biLM, which has no word probabilities, its mean losses instead."""
     lm, vocab = load_language_model(bilm_dir, device)
     corpus = Corpus(lm.bilm.options.max_characters_per_token)
-    sentences = corpus.read(text, text_format=text_format, lang=lang, max_sentence_length=max_sentence_length,
-                            role="scored")
+    sentences = corpus.read(
+        text, text_format=text_format, lang=lang, max_sentence_length=max_sentence_length, role="scored"
+    )
     data = TrainingData(corpus, [], sentences, vocab, vocab.ids(corpus.types))
     figures = dev_nll(lm, data)
     result = held_out_figures(lm.head.kind, figures)

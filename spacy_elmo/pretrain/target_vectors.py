@@ -5,6 +5,7 @@ directory itself, e.g. ``en_core_web_md``'s 300-d vectors. A word is looked
 up as it is, then lower-cased; words without a vector get a zero row, which
 the head leaves out of its loss (as it does the sentence boundaries).
 """
+
 from pathlib import Path
 from typing import Tuple, Union
 
@@ -44,5 +45,7 @@ def target_vectors(path: Union[str, Path], vocab: Vocabulary) -> Tuple[numpy.nda
             out[i] = table[row]
             found += 1
     if found == 0:
-        raise PretrainDataError(f"paths.output_vectors: {path} has a vector for none of the {len(vocab)} vocabulary words")
+        raise PretrainDataError(
+            f"paths.output_vectors: {path} has a vector for none of the {len(vocab)} vocabulary words"
+        )
     return out, found / len(vocab)

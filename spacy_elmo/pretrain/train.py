@@ -9,6 +9,7 @@ from it (model, softmax, optimizer, every process's RNG, step and data
 position), provided the config differs only in settings a resume may change
 (``max_steps``, logging and checkpoint intervals, ...).
 """
+
 import math
 import os
 import sys
@@ -26,23 +27,35 @@ from torch.autograd.graph import increment_version
 from tqdm import tqdm
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.language_model import BidirectionalLM
 from ..bilm.device import resolve_device
 from ..bilm.kernels import native_cpu_bf16
-from ..bilm.model import OPTIONS_NAME
+from ..bilm.language_model import BidirectionalLM
 from ..bilm.lm_head import NORMALISED_KINDS, build_lm_head
+from ..bilm.model import OPTIONS_NAME
+from ..errors import PretrainDataError
+from ..io import append_jsonl, is_disk_full, read_jsonl
 from .batches import epoch_batches
-from .outputs import (
-    CHECKPOINT_KEYS, CHECKPOINT_NAME, CONFIG_NAME, CURVE_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME,
-    export_bilm, export_softmax, load_checkpoint, plot_curve, read_saved_config, save_checkpoint,
-    truncate_metrics, write_config,
-)
 from .config import PretrainConfigError, Schedule, config_differences, model_options, model_section, widen_model
 from .corpus import inputs_sha256
 from .data import TrainingData, read_data
 from .evaluation import dev_nll, dev_record, held_out_figures, unknown_rate_warning
-from ..errors import PretrainDataError
-from ..io import append_jsonl, is_disk_full, read_jsonl
+from .outputs import (
+    CHECKPOINT_KEYS,
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    CURVE_NAME,
+    METRICS_NAME,
+    SOFTMAX_NAME,
+    VOCAB_NAME,
+    export_bilm,
+    export_softmax,
+    load_checkpoint,
+    plot_curve,
+    read_saved_config,
+    save_checkpoint,
+    truncate_metrics,
+    write_config,
+)
 from .target_vectors import target_vectors
 from .vocab import Vocabulary
 from .warm_start import WarmStart, read_init_dir, transfer_head, warm_start_summary, widened_bilm
@@ -112,21 +125,36 @@ def choose_device(device: str) -> torch.device:
     return resolved
 
 
-def build_language_model(config: Config, options: ElmoOptions, vocab: Vocabulary,
-                         warm: Optional[WarmStart] = None) -> BidirectionalLM:
+def build_language_model(
+    config: Config, options: ElmoOptions, vocab: Vocabulary, warm: Optional[WarmStart] = None
+) -> BidirectionalLM:
     """The biLM (fresh, fine-tuned from published files, or warm-started) and its LM head."""
     t = config["training"]
     paths = config["paths"]
-    start = ((warm.options_file, warm.weight_file) if warm is not None else
-             (paths["init_options"], paths["init_weights"]) if paths["init_options"] else None)
+    start = (
+        (warm.options_file, warm.weight_file)
+        if warm is not None
+        else (paths["init_options"], paths["init_weights"])
+        if paths["init_options"]
+        else None
+    )
     bilm = widened_bilm(ElmoBiLM.from_files(*start), options) if start else ElmoBiLM(options)
     vectors = None
     if t["softmax"] == "vmf":
         vectors, coverage = target_vectors(paths["output_vectors"], vocab)
-        say(f"vmf targets: {coverage:.1%} of the {len(vocab)} vocabulary words have a vector in {paths['output_vectors']}")
-    head = build_lm_head(t["softmax"], options.projection_dim, len(vocab), n_samples=t["n_samples"],
-                         cutoffs=t["adaptive_cutoffs"], div_value=t["adaptive_div_value"],
-                         target_vectors=vectors, l1=t["vmf_l1"])
+        say(
+            f"vmf targets: {coverage:.1%} of the {len(vocab)} vocabulary words have a vector in {paths['output_vectors']}"
+        )
+    head = build_lm_head(
+        t["softmax"],
+        options.projection_dim,
+        len(vocab),
+        n_samples=t["n_samples"],
+        cutoffs=t["adaptive_cutoffs"],
+        div_value=t["adaptive_div_value"],
+        target_vectors=vectors,
+        l1=t["vmf_l1"],
+    )
     if warm is not None:
         kept = transfer_head(head, warm, vocab)
         say(warm_start_summary(warm, head.kind, kept, len(vocab)))
@@ -148,8 +176,9 @@ def make_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Optimi
         return optimizer
     if t["optimizer"] == "adagrad":
         # bilm-tf's choice (lr 0.2, initial accumulator 1.0).
-        return torch.optim.Adagrad(params, lr=t["learn_rate"], initial_accumulator_value=1.0,
-                                   weight_decay=t["weight_decay"])
+        return torch.optim.Adagrad(
+            params, lr=t["learn_rate"], initial_accumulator_value=1.0, weight_decay=t["weight_decay"]
+        )
     return torch.optim.SGD(params, lr=t["learn_rate"], weight_decay=t["weight_decay"])
 
 
@@ -164,13 +193,21 @@ def with_step_implementation(saved: Dict[str, Any], optimizer: torch.optim.Optim
     """A checkpoint's optimizer state with this build's choice of update kernel (fused,
     foreach) instead of the one that wrote it: load_state_dict would otherwise bring back
     the old choice, and it must know the new one to place the state where that kernel wants it."""
-    groups = [dict(saved_group, **{key: group[key] for key in ("fused", "foreach") if key in group})
-              for saved_group, group in zip(saved["param_groups"], optimizer.param_groups)]
+    groups = [
+        dict(saved_group, **{key: group[key] for key in ("fused", "foreach") if key in group})
+        for saved_group, group in zip(saved["param_groups"], optimizer.param_groups)
+    ]
     return dict(saved, param_groups=groups)
 
 
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch, dropout: float, grad_clip: float,
-               autocast=nullcontext()) -> Tuple[float, float, int]:
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch,
+    dropout: float,
+    grad_clip: float,
+    autocast=nullcontext(),
+) -> Tuple[float, float, int]:
     """One update on the mean loss of both directions; returns the summed NLLs and the predictions per direction."""
     with autocast:
         forward_nll, backward_nll, n = model(*batch, dropout=dropout)
@@ -208,7 +245,8 @@ def _set_rng_state(state: Dict[str, Any], device: torch.device) -> None:
 def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
     """The config to run and whether this resumes a checkpoint in ``output_dir``."""
     init_options = config["paths"]["init_options"] or (
-        Path(config["paths"]["init_dir"]) / OPTIONS_NAME if config["paths"]["init_dir"] else None)
+        Path(config["paths"]["init_dir"]) / OPTIONS_NAME if config["paths"]["init_dir"] else None
+    )
     if init_options:
         # Fine-tuning or a warm start: the architecture is the starting biLM's, maybe widened.
         config["model"].update(model_section(ElmoOptions.from_file(init_options)))
@@ -233,8 +271,11 @@ def make_autocast(setting: str, device: torch.device, dist: Distributed):
     if setting == "auto" and dist.is_main:
         say(f"training.precision = auto: {precision} on {device}")
     if precision == "bf16" and device.type == "cpu" and not native_cpu_bf16():
-        warnings.warn("training.precision = bf16 on a CPU without native bf16 (AVX512-BF16/AMX): torch emulates "
-                      "it and training is many times slower than fp32; use fp32 here", stacklevel=3)
+        warnings.warn(
+            "training.precision = bf16 on a CPU without native bf16 (AVX512-BF16/AMX): torch emulates "
+            "it and training is many times slower than fp32; use fp32 here",
+            stacklevel=3,
+        )
     return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
 
 
@@ -305,8 +346,16 @@ def start_run(config: Config, output_dir: Path, device: str) -> Tuple[Run, Optio
     seed = config["system"]["seed"]
     torch.manual_seed(seed)  # the same initial weights in every process
     lm = build_language_model(config, options, data.vocab, warm).to(torch_device)
-    run = Run(config, output_dir, torch_device, dist, data, lm, make_optimizer(config, lm),
-              inputs_sha256(config["paths"]["train"]))
+    run = Run(
+        config,
+        output_dir,
+        torch_device,
+        dist,
+        data,
+        lm,
+        make_optimizer(config, lm),
+        inputs_sha256(config["paths"]["train"]),
+    )
     # Dropout and negative samples differ between processes.
     torch.manual_seed(seed * 1_000_003 + dist.rank + 1)
     restore(run) if resuming else start_outputs(run)
@@ -314,7 +363,9 @@ def start_run(config: Config, output_dir: Path, device: str) -> Tuple[Run, Optio
     if dist.world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        run.model = DistributedDataParallel(lm, device_ids=[torch_device.index] if torch_device.type == "cuda" else None)
+        run.model = DistributedDataParallel(
+            lm, device_ids=[torch_device.index] if torch_device.type == "cuda" else None
+        )
     run.train_lengths = [len(s) for s in data.train]
     run.batches, run.per_process = epoch_plan(run, run.progress.epoch)
     return run, warm
@@ -325,8 +376,10 @@ def restore(run: Run) -> None:
     path = run.output_dir / CHECKPOINT_NAME
     state = load_checkpoint(path, CHECKPOINT_KEYS)
     if state["world_size"] != run.dist.world_size:
-        raise PretrainConfigError(f"{path} was written by {state['world_size']} process(es); "
-                                  f"resume it with the same number, not {run.dist.world_size}")
+        raise PretrainConfigError(
+            f"{path} was written by {state['world_size']} process(es); "
+            f"resume it with the same number, not {run.dist.world_size}"
+        )
     if state["train_sha256"] != run.train_sha256:
         raise PretrainConfigError(
             f"{run.output_dir} holds a checkpoint trained on other text: {run.config['paths']['train']} changed "
@@ -342,9 +395,12 @@ def restore(run: Run) -> None:
         truncate_metrics(run.output_dir / METRICS_NAME, run.progress.step)
         write_config(run.output_dir / CONFIG_NAME, run.config)  # differs at most in resumable settings
         step, max_steps = run.progress.step, run.training["max_steps"]
-        say(f"{run.output_dir}: already trained to step {step} = training.max_steps; nothing to do "
-            "(give a larger --training.max_steps to train on)" if step >= max_steps else
-            f"{run.output_dir}: resuming from step {step} (of {max_steps}), {run.progress.tokens_seen:,} tokens seen")
+        say(
+            f"{run.output_dir}: already trained to step {step} = training.max_steps; nothing to do "
+            "(give a larger --training.max_steps to train on)"
+            if step >= max_steps
+            else f"{run.output_dir}: resuming from step {step} (of {max_steps}), {run.progress.tokens_seen:,} tokens seen"
+        )
 
 
 def start_outputs(run: Run) -> None:
@@ -364,8 +420,10 @@ def epoch_plan(run: Run, epoch: int) -> Tuple[List[numpy.ndarray], int]:
     batches = epoch_batches(run.train_lengths, run.training["batch_size"], run.config["system"]["seed"], epoch)
     per_process = len(batches) // run.dist.world_size
     if per_process == 0:
-        raise PretrainDataError(f"{run.config['paths']['train']}: {len(batches)} batch(es) per epoch cannot feed "
-                                f"{run.dist.world_size} processes")
+        raise PretrainDataError(
+            f"{run.config['paths']['train']}: {len(batches)} batch(es) per epoch cannot feed "
+            f"{run.dist.world_size} processes"
+        )
     return batches, per_process
 
 
@@ -387,8 +445,9 @@ def train_one_step(run: Run, schedule: Schedule, autocast) -> float:
     learn_rate = schedule(run.progress.step)
     for group in run.optimizer.param_groups:
         group["lr"] = learn_rate
-    forward, backward, n = train_step(run.model, run.optimizer, run.data.batch(sentences), t["dropout"],
-                                      t["grad_clip"], autocast)
+    forward, backward, n = train_step(
+        run.model, run.optimizer, run.data.batch(sentences), t["dropout"], t["grad_clip"], autocast
+    )
     run.progress.step += 1
     window = run.window
     window.forward += forward
@@ -407,11 +466,16 @@ def log_metrics(run: Run, learn_rate: float) -> Dict[str, Any]:
     predictions = max(predictions, 1)
     mean_loss = (forward + backward) / (2 * predictions)
     record = {
-        "step": run.progress.step, "epoch": run.progress.epoch, "loss": mean_loss,
-        "forward_loss": forward / predictions, "backward_loss": backward / predictions,
+        "step": run.progress.step,
+        "epoch": run.progress.epoch,
+        "loss": mean_loss,
+        "forward_loss": forward / predictions,
+        "backward_loss": backward / predictions,
         "perplexity": math.exp(mean_loss) if run.lm.head.kind in NORMALISED_KINDS else None,
-        "tokens_per_sec": tokens / max(now - w.start, 1e-9), "tokens": run.progress.tokens_seen,
-        "learn_rate": learn_rate, "elapsed": run.progress.elapsed + (now - run.started),
+        "tokens_per_sec": tokens / max(now - w.start, 1e-9),
+        "tokens": run.progress.tokens_seen,
+        "learn_rate": learn_rate,
+        "elapsed": run.progress.elapsed + (now - run.started),
     }
     if run.dist.is_main:
         append_jsonl(run.output_dir / METRICS_NAME, [record])
@@ -446,16 +510,33 @@ def save(run: Run) -> None:
     if not run.dist.is_main:
         return
     p, t = run.progress, run.training
-    save_checkpoint(run.output_dir / CHECKPOINT_NAME, {
-        "model": run.lm.state_dict(), "optimizer": run.optimizer.state_dict(), "step": p.step, "epoch": p.epoch,
-        "position": p.position, "elapsed": run.seconds(), "rng": rng, "world_size": run.dist.world_size,
-        "train_sha256": run.train_sha256, "tokens_seen": p.tokens_seen + pending,
-    })
+    save_checkpoint(
+        run.output_dir / CHECKPOINT_NAME,
+        {
+            "model": run.lm.state_dict(),
+            "optimizer": run.optimizer.state_dict(),
+            "step": p.step,
+            "epoch": p.epoch,
+            "position": p.position,
+            "elapsed": run.seconds(),
+            "rng": rng,
+            "world_size": run.dist.world_size,
+            "train_sha256": run.train_sha256,
+            "tokens_seen": p.tokens_seen + pending,
+        },
+    )
     run.checkpoint_step = p.step
-    export_bilm(run.lm.bilm, run.output_dir, {
-        "bidirectional": True, "n_tokens_vocab": len(run.data.vocab), "dropout": t["dropout"],
-        "n_train_tokens": int(sum(run.train_lengths)), "batch_size_tokens": t["batch_size"],
-    })
+    export_bilm(
+        run.lm.bilm,
+        run.output_dir,
+        {
+            "bidirectional": True,
+            "n_tokens_vocab": len(run.data.vocab),
+            "dropout": t["dropout"],
+            "n_train_tokens": int(sum(run.train_lengths)),
+            "batch_size_tokens": t["batch_size"],
+        },
+    )
     export_softmax(run.lm.head, run.output_dir / SOFTMAX_NAME)
     plot_curve(read_jsonl(run.output_dir / METRICS_NAME), run.output_dir / CURVE_NAME)
 
@@ -482,9 +563,12 @@ def disk_full_is_an_error(run: Run) -> Iterator[None]:
         if not is_disk_full(err):
             raise
         checkpoint = run.output_dir / CHECKPOINT_NAME
-        kept = (f"the last checkpoint, {checkpoint} (step {run.checkpoint_step}), is intact: free some space and "
-                "rerun the same command to resume from it" if run.checkpoint_step is not None else
-                "no checkpoint was written yet: free some space and rerun the same command")
+        kept = (
+            f"the last checkpoint, {checkpoint} (step {run.checkpoint_step}), is intact: free some space and "
+            "rerun the same command to resume from it"
+            if run.checkpoint_step is not None
+            else "no checkpoint was written yet: free some space and rerun the same command"
+        )
         raise PretrainDataError(f"no space left on device writing {err.filename or run.output_dir}; {kept}") from None
 
 
@@ -502,8 +586,14 @@ def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str,
     autocast = make_autocast(t["precision"], run.device, run.dist)
     run.started = run.last_checkpoint = time.perf_counter()
     run.window = LogWindow(run.started)
-    bar = tqdm(total=t["max_steps"], initial=run.progress.step, unit="step", dynamic_ncols=True, desc="pretrain",
-               disable=not (progress and run.dist.is_main))
+    bar = tqdm(
+        total=t["max_steps"],
+        initial=run.progress.step,
+        unit="step",
+        dynamic_ncols=True,
+        desc="pretrain",
+        disable=not (progress and run.dist.is_main),
+    )
     run.lm.train()
     start_step = run.progress.step
     last_dev = before_training(run, warm)
@@ -527,7 +617,12 @@ def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str,
 
         dist.barrier()
     return {
-        "steps": run.progress.step, "epochs_completed": run.progress.epoch, "vocab_size": len(run.data.vocab),
-        "train_sentences": len(run.data.train), "dev_perplexity": last_dev, "output_dir": str(run.output_dir),
-        "seconds": run.seconds(), "rank": run.dist.rank,
+        "steps": run.progress.step,
+        "epochs_completed": run.progress.epoch,
+        "vocab_size": len(run.data.vocab),
+        "train_sentences": len(run.data.train),
+        "dev_perplexity": last_dev,
+        "output_dir": str(run.output_dir),
+        "seconds": run.seconds(),
+        "rank": run.dist.rank,
     }

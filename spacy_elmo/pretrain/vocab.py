@@ -2,6 +2,7 @@
 training words by falling frequency (ties by first appearance), as bilm-tf's
 vocabulary files. The order matters: the sampled and adaptive softmaxes assume
 frequent words come first."""
+
 from pathlib import Path
 from typing import Dict, List, Sequence, Union
 
@@ -31,7 +32,9 @@ class Vocabulary:
         return len(self.words)
 
     @classmethod
-    def build(cls, types: Sequence[str], counts: numpy.ndarray, min_count: int = 1, max_size: int = 50000) -> "Vocabulary":
+    def build(
+        cls, types: Sequence[str], counts: numpy.ndarray, min_count: int = 1, max_size: int = 50000
+    ) -> "Vocabulary":
         """From corpus type counts (``counts[i]`` for ``types[i]``); types are
         in order of first appearance, so a stable sort breaks ties by it."""
         order = numpy.argsort(-counts, kind="stable")

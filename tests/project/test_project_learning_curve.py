@@ -1,14 +1,14 @@
 """subsets + learning_curve: nested seeded subsets, the plot and table from the runs' scores."""
+
 import json
 
+import learning_curve
 import pytest
 import spacy
+import subsets
 import typer
 from spacy.tokens import Doc, DocBin
 from typer.testing import CliRunner
-
-import learning_curve
-import subsets
 
 
 def test_subsets_are_seeded_prefixes_of_one_order_and_nest():
@@ -57,18 +57,28 @@ def _metrics(folder, seed, key, score):
 def test_plot_shows_each_run_at_each_size_and_checks_the_target(tmp_path):
     subsets_dir = tmp_path / "subsets"
     subsets_dir.mkdir()
-    (subsets_dir / "subsets.json").write_text(json.dumps({
-        "total_sentences": 1000, "seed": 13, "train_sha256": "x",
-        "subsets": {"train_1pct": {"docs": [1], "sentences": 10}, "train_5pct": {"docs": [1, 2], "sentences": 50}},
-    }))
+    (subsets_dir / "subsets.json").write_text(
+        json.dumps(
+            {
+                "total_sentences": 1000,
+                "seed": 13,
+                "train_sha256": "x",
+                "subsets": {
+                    "train_1pct": {"docs": [1], "sentences": 10},
+                    "train_5pct": {"docs": [1, 2], "sentences": 50},
+                },
+            }
+        )
+    )
     metrics = tmp_path / "metrics"
     for seed in (0, 1, 2):
         for run, base in (("ner_cnn", 0.50), ("ner_vectors", 0.60), ("ner_vectors_elmo", 0.65), ("ner_elmo", 0.55)):
             _metrics(metrics / learning_curve.curve_name(run, "train_1pct"), seed, "ents_f", base + seed / 100)
             _metrics(metrics / learning_curve.curve_name(run, "train_5pct"), seed, "ents_f", base + 0.1)
     _metrics(metrics / "ner_vectors", 0, "ents_f", 0.85)  # the 100% point: the main run
-    result = CliRunner().invoke(learning_curve.app, ["plot", str(metrics), str(tmp_path / "reports"),
-                                                     "--subsets", f"ner={subsets_dir}"])
+    result = CliRunner().invoke(
+        learning_curve.app, ["plot", str(metrics), str(tmp_path / "reports"), "--subsets", f"ner={subsets_dir}"]
+    )
     assert result.exit_code == 0, result.output
     assert (tmp_path / "reports" / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     text = (tmp_path / "reports" / "learning_curve.md").read_text()
@@ -79,11 +89,13 @@ def test_plot_shows_each_run_at_each_size_and_checks_the_target(tmp_path):
 
 def test_run_needs_the_subsets_first(tmp_path):
     (tmp_path / "dev.spacy").write_bytes(b"")
-    result = CliRunner().invoke(learning_curve.app, ["run", "ner", str(tmp_path), str(tmp_path / "dev.spacy"),
-                                                     str(tmp_path / "dev.spacy")])
+    result = CliRunner().invoke(
+        learning_curve.app, ["run", "ner", str(tmp_path), str(tmp_path / "dev.spacy"), str(tmp_path / "dev.spacy")]
+    )
     assert result.exit_code != 0 and "run scripts/subsets.py first" in str(result.exception)
-    result = CliRunner().invoke(learning_curve.app, ["run", "pos", str(tmp_path), str(tmp_path / "dev.spacy"),
-                                                     str(tmp_path / "dev.spacy")])
+    result = CliRunner().invoke(
+        learning_curve.app, ["run", "pos", str(tmp_path), str(tmp_path / "dev.spacy"), str(tmp_path / "dev.spacy")]
+    )
     assert result.exit_code != 0 and "TASK must be one of" in result.output
 
 
@@ -93,8 +105,13 @@ def test_run_trains_the_smallest_subset_first(tmp_path):
     (tmp_path / "train.spacy").write_bytes(b"")
     (tmp_path / "train_allpct.spacy").write_bytes(b"")
     found = [path.name for path in learning_curve.subset_files(tmp_path)]
-    assert found == ["train_1pct.spacy", "train_2.5pct.spacy", "train_5pct.spacy", "train_10pct.spacy",
-                     "train_25pct.spacy"]
+    assert found == [
+        "train_1pct.spacy",
+        "train_2.5pct.spacy",
+        "train_5pct.spacy",
+        "train_10pct.spacy",
+        "train_25pct.spacy",
+    ]
 
 
 def test_runs_picks_some_configs_in_curve_order_and_rejects_unknown_names():

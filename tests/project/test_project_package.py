@@ -1,5 +1,6 @@
 """The package holds the library only (the project's workflow lives in scripts/, beside
 project.yml), and its wheel is how a packaged pipeline gets spacy-elmo (not on a registry)."""
+
 import json
 import shutil
 import subprocess
@@ -29,9 +30,20 @@ def wheel_build(tmp_path_factory):
         if (REPO / name).is_file():
             shutil.copy(REPO / name, source / name)
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--verbose",
-         "--wheel-dir", str(tmp_path / "dist"), str(source)],
-        capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--verbose",
+            "--wheel-dir",
+            str(tmp_path / "dist"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
     (wheel,) = (tmp_path / "dist").glob("spacy_elmo-*.whl")
@@ -71,16 +83,24 @@ def environment_without_spacy_elmo(tmp_path: Path) -> Path:
         if "spacy_elmo" not in entry.name and not entry.name.endswith(".pth"):
             (deps / entry.name).symlink_to(entry)
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(site, "dependencies.pth").write_text(f"{deps}\n")
     return python
 
 
 def pip(python: Path, *args: str) -> subprocess.CompletedProcess:
     """This pip, installing into ``python``'s environment, from local files only."""
-    return subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", *args],
-                          capture_output=True, text=True, cwd=python.parent)
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", *args],
+        capture_output=True,
+        text=True,
+        cwd=python.parent,
+    )
 
 
 @pytest.mark.slow  # four interpreters importing torch and spaCy: about a minute
@@ -95,15 +115,31 @@ def test_a_packaged_pipeline_installs_after_the_spacy_elmo_wheel(wheel_build, tm
 
     tiny_bilm().to_files(tmp_path / "options.json", tmp_path / "weights.hdf5")
     nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"options_file": str(tmp_path / "options.json"),
-                                 "weight_file": str(tmp_path / "weights.hdf5")})
+    nlp.add_pipe(
+        "elmo", config={"options_file": str(tmp_path / "options.json"), "weight_file": str(tmp_path / "weights.hdf5")}
+    )
     nlp.initialize()
     nlp.to_disk(tmp_path / "pipeline")
     expected = nlp("a packaged pipeline")._.elmo_layers
     (tmp_path / "pkg").mkdir()
     package = subprocess.run(
-        [sys.executable, "-m", "spacy", "package", str(tmp_path / "pipeline"), str(tmp_path / "pkg"),
-         "--build", "none", "--name", "elmo_route", "--version", "0.0.1"], capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "spacy",
+            "package",
+            str(tmp_path / "pipeline"),
+            str(tmp_path / "pkg"),
+            "--build",
+            "none",
+            "--name",
+            "elmo_route",
+            "--version",
+            "0.0.1",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert package.returncode == 0, package.stdout + package.stderr
     source = tmp_path / "pkg" / "en_elmo_route-0.0.1"
     requirements = json.loads((source / "meta.json").read_text())["requirements"]
@@ -114,9 +150,16 @@ def test_a_packaged_pipeline_installs_after_the_spacy_elmo_wheel(wheel_build, tm
     for step in (pip(python, str(wheel)), pip(python, "--no-build-isolation", str(source))):
         assert step.returncode == 0, step.stdout[-2000:] + step.stderr[-2000:]
     run = subprocess.run(
-        [str(python), "-c", "import json, spacy, spacy_elmo; nlp = spacy.load('en_elmo_route'); "
-         "print(json.dumps([spacy_elmo.__file__, nlp('a packaged pipeline')._.elmo_layers.tolist()]))"],
-        capture_output=True, text=True, cwd=tmp_path)
+        [
+            str(python),
+            "-c",
+            "import json, spacy, spacy_elmo; nlp = spacy.load('en_elmo_route'); "
+            "print(json.dumps([spacy_elmo.__file__, nlp('a packaged pipeline')._.elmo_layers.tolist()]))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     location, layers = json.loads(run.stdout)
     assert location.startswith(str(python.parent.parent))  # the wheel's copy, not this checkout's

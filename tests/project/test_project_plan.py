@@ -1,4 +1,5 @@
 """plan: the expected duration printed before the full run."""
+
 from pathlib import Path
 
 import plan
@@ -9,10 +10,23 @@ CONFIGS = Path(__file__).parent.parent.parent / "configs"
 
 
 def test_plan_counts_pretraining_from_the_config_and_tasks_per_seed(tmp_path):
-    result = run_cli(plan.main, [
-        CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--seeds", "0,1", "--tokens-per-sec", "4096",
-        "--task-minutes", "ner_elmo=15.1,sentiment_bow=0.9", "--data-minutes", "5", "--machine", "a test box",
-    ])
+    result = run_cli(
+        plan.main,
+        [
+            CONFIGS / "pretrain_en.cfg",
+            tmp_path / "plan.md",
+            "--seeds",
+            "0,1",
+            "--tokens-per-sec",
+            "4096",
+            "--task-minutes",
+            "ner_elmo=15.1,sentiment_bow=0.9",
+            "--data-minutes",
+            "5",
+            "--machine",
+            "a test box",
+        ],
+    )
     assert result.exit_code == 0, result.output
     text = (tmp_path / "plan.md").read_text()
     assert text.startswith("# Expected duration of `spacy project run all` on a test box\n")
@@ -24,18 +38,44 @@ def test_plan_counts_pretraining_from_the_config_and_tasks_per_seed(tmp_path):
 
 
 def test_a_malformed_minutes_list_names_the_option(tmp_path):
-    result = run_cli(plan.main, [
-        CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--tokens-per-sec", "4096",
-        "--task-minutes", "ner_elmo=15.1,sentiment_bow", "--data-minutes", "5", "--machine", "x",
-    ])
+    result = run_cli(
+        plan.main,
+        [
+            CONFIGS / "pretrain_en.cfg",
+            tmp_path / "plan.md",
+            "--tokens-per-sec",
+            "4096",
+            "--task-minutes",
+            "ner_elmo=15.1,sentiment_bow",
+            "--data-minutes",
+            "5",
+            "--machine",
+            "x",
+        ],
+    )
     assert result.exit_code == 2 and "--task-minutes" in result.output and "'sentiment_bow'" in result.output
 
 
 def test_steps_run_once_are_counted_once(tmp_path):
-    result = run_cli(plan.main, [
-        CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--seeds", "0,1,2", "--tokens-per-sec", "4096",
-        "--task-minutes", "ner_elmo=15.1", "--data-minutes", "5", "--machine", "x", "--other-minutes", "probe=9",
-    ])
+    result = run_cli(
+        plan.main,
+        [
+            CONFIGS / "pretrain_en.cfg",
+            tmp_path / "plan.md",
+            "--seeds",
+            "0,1,2",
+            "--tokens-per-sec",
+            "4096",
+            "--task-minutes",
+            "ner_elmo=15.1",
+            "--data-minutes",
+            "5",
+            "--machine",
+            "x",
+            "--other-minutes",
+            "probe=9",
+        ],
+    )
     assert result.exit_code == 0, result.output
     text = (tmp_path / "plan.md").read_text()
     assert "| probe | 9 | measured: 9 min |" in text  # not x3 seeds
@@ -43,11 +83,25 @@ def test_steps_run_once_are_counted_once(tmp_path):
 
 
 def test_plan_says_which_minutes_are_estimates(tmp_path):
-    result = run_cli(plan.main, [
-        CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--seeds", "0", "--tokens-per-sec", "4096",
-        "--task-minutes", "ner_elmo=15.1,ner_vectors_elmo=~17.3", "--data-minutes", "5", "--machine", "x",
-        "--other-minutes", "probe=9,learning-curve=~95",
-    ])
+    result = run_cli(
+        plan.main,
+        [
+            CONFIGS / "pretrain_en.cfg",
+            tmp_path / "plan.md",
+            "--seeds",
+            "0",
+            "--tokens-per-sec",
+            "4096",
+            "--task-minutes",
+            "ner_elmo=15.1,ner_vectors_elmo=~17.3",
+            "--data-minutes",
+            "5",
+            "--machine",
+            "x",
+            "--other-minutes",
+            "probe=9,learning-curve=~95",
+        ],
+    )
     assert result.exit_code == 0, result.output
     text = (tmp_path / "plan.md").read_text()
     assert "| ner_elmo, 1 seed(s) | 15 | measured: 15.1 min/seed |" in text
@@ -56,22 +110,58 @@ def test_plan_says_which_minutes_are_estimates(tmp_path):
 
 
 def test_plan_counts_the_steps_the_workflow_runs_of_a_warm_start_config(tmp_path):
-    result = run_cli(plan.main, [
-        CONFIGS / "pretrain_en_wide.cfg", tmp_path / "plan.md", "--seeds", "0", "--tokens-per-sec", "4096",
-        "--max-steps", "1500", "--task-minutes", "ner_cnn=9", "--data-minutes", "5", "--machine", "x",
-    ])
+    result = run_cli(
+        plan.main,
+        [
+            CONFIGS / "pretrain_en_wide.cfg",
+            tmp_path / "plan.md",
+            "--seeds",
+            "0",
+            "--tokens-per-sec",
+            "4096",
+            "--max-steps",
+            "1500",
+            "--task-minutes",
+            "ner_cnn=9",
+            "--data-minutes",
+            "5",
+            "--machine",
+            "x",
+        ],
+    )
     assert result.exit_code == 0, result.output
     text = (tmp_path / "plan.md").read_text()
-    assert "| pretrain (1500 steps x 4096 tokens at 4096 tokens/s) | 25 |" in text  # 1500 s, not the config's 1000 steps
+    assert (
+        "| pretrain (1500 steps x 4096 tokens at 4096 tokens/s) | 25 |" in text
+    )  # 1500 s, not the config's 1000 steps
 
 
 def test_steps_outside_all_are_listed_apart_with_adapt_bilm_from_its_config(tmp_path):
-    result = run_cli(plan.main, [
-        CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--seeds", "0", "--tokens-per-sec", "4096",
-        "--task-minutes", "ner_cnn=9", "--data-minutes", "5", "--machine", "x",
-        "--adapt-config", CONFIGS / "pretrain_adapt.cfg", "--adapt-steps", "200", "--adapt-head-steps", "100",
-        "--optional-minutes", "search-ner=~290",
-    ])
+    result = run_cli(
+        plan.main,
+        [
+            CONFIGS / "pretrain_en.cfg",
+            tmp_path / "plan.md",
+            "--seeds",
+            "0",
+            "--tokens-per-sec",
+            "4096",
+            "--task-minutes",
+            "ner_cnn=9",
+            "--data-minutes",
+            "5",
+            "--machine",
+            "x",
+            "--adapt-config",
+            CONFIGS / "pretrain_adapt.cfg",
+            "--adapt-steps",
+            "200",
+            "--adapt-head-steps",
+            "100",
+            "--optional-minutes",
+            "search-ner=~290",
+        ],
+    )
     assert result.exit_code == 0, result.output
     text = (tmp_path / "plan.md").read_text()
     total, _, apart = text.partition("Not in `all`")

@@ -1,19 +1,24 @@
 import json
 from pathlib import Path
 
-import pytest
-
 import pretrain_corpus as pc
+import pytest
 
 from .conftest import PROJECT_DATA, run_cli
 
 SOURCE_ARGS = [
-    "--news", PROJECT_DATA / "news.csv",
-    "--sotu", PROJECT_DATA / "sotu",
-    "--nlp-corpus", PROJECT_DATA / "nlp_corpus",
-    "--brown", PROJECT_DATA / "brown",
-    "--moby-dick", PROJECT_DATA / "moby_dick.txt",
-    "--conll-train", PROJECT_DATA / "conll" / "train.txt",
+    "--news",
+    PROJECT_DATA / "news.csv",
+    "--sotu",
+    PROJECT_DATA / "sotu",
+    "--nlp-corpus",
+    PROJECT_DATA / "nlp_corpus",
+    "--brown",
+    PROJECT_DATA / "brown",
+    "--moby-dick",
+    PROJECT_DATA / "moby_dick.txt",
+    "--conll-train",
+    PROJECT_DATA / "conll" / "train.txt",
 ]
 
 
@@ -45,7 +50,8 @@ def test_evaluation_sentences_are_removed_and_reported_per_source(built, prepare
     by_source = {name: entry["eval_overlap_sentences"] for name, entry in report["sources"].items()}
     assert by_source == {"news": 1, "sotu": 1, "nlp_corpus": 1, "brown": 1, "moby_dick": 0, "conll_train": 1}
     assert report["sources"]["brown"]["eval_overlap_by_file"] == {
-        str(prepared_corpora / "conll/dev.spacy"): 1, str(prepared_corpora / "conll/test.spacy"): 1,
+        str(prepared_corpora / "conll/dev.spacy"): 1,
+        str(prepared_corpora / "conll/test.spacy"): 1,
     }
     assert report["sources"]["news"]["eval_overlap_examples"] == {"The jokes land less often than they should !": 1}
 

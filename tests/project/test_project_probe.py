@@ -1,8 +1,8 @@
 """`probe`: linear probes of each biLM layer for POS (held-out Brown files) and NER (CoNLL)."""
+
 import json
 
 import numpy
-
 import probe
 
 from ..conftest import tiny_bilm
@@ -25,11 +25,24 @@ def test_ner_macro_f1_leaves_out_the_o_tag():
 def test_probe_writes_every_layer_the_floor_and_the_chart(tmp_path, prepared_corpora):
     bilm_dir = tmp_path / "bilm"
     tiny_bilm(seed=3).to_files(bilm_dir / "options.json", bilm_dir / "weights.hdf5")
-    result = run_cli(probe.main, [
-        tmp_path / "out", "--bilm-dir", bilm_dir, "--brown", PROJECT_DATA / "brown",
-        "--conll-train", prepared_corpora / "conll" / "train.spacy", "--conll-dev", prepared_corpora / "conll" / "dev.spacy",
-        "--vectors", tmp_path / "no-vectors", "--max-sentences", "20",
-    ])
+    result = run_cli(
+        probe.main,
+        [
+            tmp_path / "out",
+            "--bilm-dir",
+            bilm_dir,
+            "--brown",
+            PROJECT_DATA / "brown",
+            "--conll-train",
+            prepared_corpora / "conll" / "train.spacy",
+            "--conll-dev",
+            prepared_corpora / "conll" / "dev.spacy",
+            "--vectors",
+            tmp_path / "no-vectors",
+            "--max-sentences",
+            "20",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "out" / "probe.json").read_text())
     for scores in report["scores"].values():

@@ -1,4 +1,5 @@
 """report: the investigations section, from records shaped like experiment's; the JSONL readers."""
+
 import json
 
 from experiment import training_summary
@@ -8,14 +9,21 @@ BILM = ["--paths.elmo_options", "training/bilm/options.json", "--paths.elmo_weig
 
 
 def record(seed, dev, config="configs/textcat_elmo.cfg", overrides=(), test=None):
-    return {"seed": seed, "config": config, "overrides": list(overrides), "test": test,
-            "training": {"best_dev_score": dev, "epochs": 10, "wall_seconds": 120.0}}
+    return {
+        "seed": seed,
+        "config": config,
+        "overrides": list(overrides),
+        "test": test,
+        "training": {"best_dev_score": dev, "epochs": 10, "wall_seconds": 120.0},
+    }
 
 
 def test_investigations_are_compared_with_the_scored_runs_on_the_same_seeds():
-    investigations = {"sentiment_elmo_layer_norm": [
-        record(0, 0.4349, overrides=BILM + ["--components.textcat.model.tok2vec.elmo.layer_norm", "true"])
-    ]}
+    investigations = {
+        "sentiment_elmo_layer_norm": [
+            record(0, 0.4349, overrides=BILM + ["--components.textcat.model.tok2vec.elmo.layer_norm", "true"])
+        ]
+    }
     scored = {
         "sentiment_elmo": [record(0, 0.4220, test={}), record(1, 0.4300, test={})],
         "sentiment_cnn": [record(1, 0.4400, config="configs/textcat_cnn.cfg", test={})],
@@ -25,8 +33,10 @@ def test_investigations_are_compared_with_the_scored_runs_on_the_same_seeds():
     # seed 0 only: sentiment_elmo's seed 1 and the seed-1-only CNN run are left out
     assert "(0)" in reference and "`sentiment_elmo` 42.20" in reference and "sentiment_cnn" not in reference
     row = next(line for line in lines if "sentiment_elmo_layer_norm" in line)
-    assert row.startswith("| `sentiment_elmo_layer_norm` | `textcat_elmo.cfg` | "
-                          "`--components.textcat.model.tok2vec.elmo.layer_norm true` | 43.49 | 10 | 2.0 | 1 |")
+    assert row.startswith(
+        "| `sentiment_elmo_layer_norm` | `textcat_elmo.cfg` | "
+        "`--components.textcat.model.tok2vec.elmo.layer_norm true` | 43.49 | 10 | 2.0 | 1 |"
+    )
 
 
 def test_no_investigations_no_section():
@@ -60,9 +70,14 @@ def test_a_warm_started_biLM_counts_the_tokens_of_every_stretch(tmp_path):
     bilm_dir = tmp_path / "bilm"
     bilm_dir.mkdir()
     (bilm_dir / "config.cfg").write_text(f'[paths]\ninit_dir = "{earlier}"\ntrain = "{corpus / "train.txt"}"\n')
-    (bilm_dir / "metrics.jsonl").write_text(json.dumps({"step": 20, "loss": 5.0, "elapsed": 1800.0, "tokens": 1000}) + "\n")
+    (bilm_dir / "metrics.jsonl").write_text(
+        json.dumps({"step": 20, "loss": 5.0, "elapsed": 1800.0, "tokens": 1000}) + "\n"
+    )
     lines, _ = pretrain_section(bilm_dir)
-    assert "- warm-started from a biLM that had seen 3,000 tokens in 2.0 hours: 4,000 tokens seen in all, 2.5 hours" in lines
+    assert (
+        "- warm-started from a biLM that had seen 3,000 tokens in 2.0 hours: 4,000 tokens seen in all, 2.5 hours"
+        in lines
+    )
     assert "- pretraining text: 15,000 words (700 sentences), held out: 80 words" in lines
 
 
@@ -74,5 +89,8 @@ def test_the_probe_table_comes_into_results_md_under_its_own_heading(tmp_path):
     probe.write_outputs(tmp_path / "probe", results, {"POS accuracy (Brown)": 10}, tmp_path / "bilm")
     section = other_sections(tmp_path).splitlines()
     heading = section.index("## " + probe.PROBE_HEADING[2:])
-    assert section[heading + 2:heading + 5] == ["| representation | POS accuracy (Brown) |", "|---|---|",
-                                                "| biLM: layer 0 (char CNN) | 90.0 |"]
+    assert section[heading + 2 : heading + 5] == [
+        "| representation | POS accuracy (Brown) |",
+        "|---|---|",
+        "| biLM: layer 0 (char CNN) | 90.0 |",
+    ]

@@ -1,11 +1,11 @@
 import json
 
 import pytest
+import sentiment
 import spacy
+from project_errors import ProjectDataError
 from spacy.tokens import DocBin
 
-import sentiment
-from project_errors import ProjectDataError
 from spacy_elmo.io import file_sha256
 
 from .conftest import SNIPPETS, run_cli
@@ -14,9 +14,17 @@ from .conftest import SNIPPETS, run_cli
 @pytest.mark.parametrize(
     "rating,label",
     [
-        (-4.0, "very_negative"), (-2.0, "very_negative"), (-1.999, "negative"), (-0.6, "negative"),
-        (-0.5, "neutral"), (0.0, "neutral"), (0.5, "neutral"), (0.501, "positive"),
-        (1.999, "positive"), (2.0, "very_positive"), (4.0, "very_positive"),
+        (-4.0, "very_negative"),
+        (-2.0, "very_negative"),
+        (-1.999, "negative"),
+        (-0.6, "negative"),
+        (-0.5, "neutral"),
+        (0.0, "neutral"),
+        (0.5, "neutral"),
+        (0.501, "positive"),
+        (1.999, "positive"),
+        (2.0, "very_positive"),
+        (4.0, "very_positive"),
     ],
 )
 def test_boundaries_go_to_the_outer_classes_at_2_and_to_neutral_at_half(rating, label):
@@ -40,14 +48,24 @@ def test_fine_and_binary_corpora(prepared_corpora):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["classes"] == {"very_negative": 4, "negative": 3, "neutral": 5, "positive": 3, "very_positive": 5}
     assert manifest["variants"]["fine"]["test"] == {
-        "very_negative": 0, "negative": 1, "neutral": 0, "positive": 0, "very_positive": 1,
+        "very_negative": 0,
+        "negative": 1,
+        "neutral": 0,
+        "positive": 0,
+        "very_positive": 1,
     }
     # The neutral dev snippet (rating -0.5) is dropped from the binary variant.
     assert manifest["variants"]["binary"]["dev"] == {"negative": 0, "positive": 1}
     assert json.loads((out / "splits.json").read_text())["test"] == ["10", "9"]
     [test_doc, other] = docs(out / "fine" / "test.spacy")
     assert test_doc.text == "One of the most moving documentaries of the year."
-    assert test_doc.cats == {"very_negative": 0.0, "negative": 0.0, "neutral": 0.0, "positive": 0.0, "very_positive": 1.0}
+    assert test_doc.cats == {
+        "very_negative": 0.0,
+        "negative": 0.0,
+        "neutral": 0.0,
+        "positive": 0.0,
+        "very_positive": 1.0,
+    }
     assert other.text == "The jokes land less often than they should."
     assert [token.text for token in other][-2:] == ["should", "."]
     [binary_dev] = docs(out / "binary" / "dev.spacy")

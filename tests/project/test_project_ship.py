@@ -1,16 +1,17 @@
 """ship: a pretrained biLM as float16 files (size-capped); install_default: those files into the package."""
+
 import json
 import shutil
 from pathlib import Path
 
+import bilm_history
 import h5py
 import numpy
 import pytest
-
 from install_default import install
 from project_errors import ProjectDataError
-import bilm_history
 from ship import BILM_FILES, HEAD_FILES, MAX_MB, SHIPPED_FILES, held_out_curve, megabytes, ship
+
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.io import file_sha256
 from spacy_elmo.pretrain import load_config, pretrain
@@ -68,11 +69,19 @@ def test_a_shipped_biLM_can_be_warm_started_and_its_provenance_counts_every_toke
         assert all(f[name].dtype == numpy.float16 for name in f.keys())
     seen = json.loads((first / "provenance.json").read_text())["tokens_seen"]
     text = bilm_dir.parent / "text.txt"
-    pretrain(load_config(TINY, {"paths.train": str(text), "paths.dev": str(text), "training.max_steps": 2,
-                                "paths.init_dir": str(first)}), tmp_path / "continued", progress=False)
+    pretrain(
+        load_config(
+            TINY,
+            {"paths.train": str(text), "paths.dev": str(text), "training.max_steps": 2, "paths.init_dir": str(first)},
+        ),
+        tmp_path / "continued",
+        progress=False,
+    )
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"total": {"train_words": 280}}))
-    second = json.loads((ship(tmp_path / "continued", tmp_path / "second", corpus_report=report) / "provenance.json").read_text())
+    second = json.loads(
+        (ship(tmp_path / "continued", tmp_path / "second", corpus_report=report) / "provenance.json").read_text()
+    )
     assert second["steps"] == 2 and second["warm_started_from"]["tokens_seen"] == seen
     assert second["tokens_seen_total"] == second["tokens_seen"] + seen > seen
     assert second["corpus"] == {"train_words": 280}
@@ -83,7 +92,9 @@ def test_a_shipped_biLM_can_be_warm_started_and_its_provenance_counts_every_toke
     assert second["held_out_curve"][-1]["tokens_seen_total"] == second["tokens_seen_total"]
     result = run_cli(bilm_history.main, [tmp_path / "second" / "provenance.json", tmp_path / "reports"])
     assert result.exit_code == 0, result.output
-    rows = [line for line in (tmp_path / "reports" / "bilm_history.md").read_text().splitlines() if line.startswith("| ")]
+    rows = [
+        line for line in (tmp_path / "reports" / "bilm_history.md").read_text().splitlines() if line.startswith("| ")
+    ]
     assert len(rows) == 3  # the header and one row per stretch
     assert "from zero" in rows[1] and f"| {seen:,} | {seen:,} |" in rows[1]
     assert "warm start" in rows[2] and f"| {second['tokens_seen_total']:,} |" in rows[2]
@@ -91,11 +102,14 @@ def test_a_shipped_biLM_can_be_warm_started_and_its_provenance_counts_every_toke
 
 
 def test_held_out_curve_counts_tokens_at_each_evaluation_over_warm_starts():
-    records = [{"step": 0, "dev_perplexity": 900.0},
-               {"step": 20, "loss": 5.0, "tokens": 80}, {"step": 40, "loss": 4.0, "tokens": 160},
-               {"step": 40, "dev_perplexity": 300.0},
-               {"step": 40, "loss": 4.1, "tokens": 161},  # logged again after a resume: the later record counts
-               {"step": 50, "dev_loss": 2.5}]  # a continuous-output run's score; no training record at step 50
+    records = [
+        {"step": 0, "dev_perplexity": 900.0},
+        {"step": 20, "loss": 5.0, "tokens": 80},
+        {"step": 40, "loss": 4.0, "tokens": 160},
+        {"step": 40, "dev_perplexity": 300.0},
+        {"step": 40, "loss": 4.1, "tokens": 161},  # logged again after a resume: the later record counts
+        {"step": 50, "dev_loss": 2.5},
+    ]  # a continuous-output run's score; no training record at step 50
     assert held_out_curve(records, earlier_tokens=1000) == [
         {"step": 0, "tokens_seen_total": 1000, "dev_perplexity": 900.0},
         {"step": 40, "tokens_seen_total": 1161, "dev_perplexity": 300.0},
@@ -145,8 +159,13 @@ def test_a_biLM_of_the_bundled_size_ships_with_its_LM_head_under_the_default_cap
         shutil.copy(DEFAULT_BILM_DIR / name, bilm_dir / name)
     words = list(SPECIAL_TOKENS) + [f"word{i}" for i in range(vocab_size - len(SPECIAL_TOKENS))]
     (bilm_dir / "vocab.txt").write_text("".join(w + "\n" for w in words), encoding="utf8")
-    head = build_lm_head(training["softmax"], config["model"]["projection_dim"], vocab_size,
-                         cutoffs=training["adaptive_cutoffs"], div_value=training["adaptive_div_value"])
+    head = build_lm_head(
+        training["softmax"],
+        config["model"]["projection_dim"],
+        vocab_size,
+        cutoffs=training["adaptive_cutoffs"],
+        div_value=training["adaptive_div_value"],
+    )
     export_softmax(head, bilm_dir / "softmax.hdf5")
     dest = ship(bilm_dir, tmp_path / "default_bilm")  # the default cap
     assert sorted(p.name for p in dest.iterdir()) == sorted(SHIPPED_FILES)

