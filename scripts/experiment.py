@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-import typer
-
 import resume_training
+import typer
 from project_errors import ProjectDataError
+
 from spacy_elmo.io import atomic_path, read_jsonl
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)

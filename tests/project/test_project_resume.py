@@ -2,13 +2,14 @@
 (scripts/resume_training.py): one global log, the stretches written down, the
 best model of all stretches kept, and a finished seed still skipped."""
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 import experiment
+import pytest
 import resume_training
+
 from spacy_elmo.io import read_jsonl
 
 from .conftest import REPO
@@ -113,3 +114,22 @@ def test_a_listener_config_with_elmo_and_vectors_resumes(prepared_corpora, tmp_p
     record = json.loads(metrics_file.read_text())
     assert record["training"]["steps"] == 5 and len(record["training"]["stretches"]) == 2
     assert abs(sum(record["elmo_mix"]["ner"][0]["weights"]) - 1.0) < 1e-5
+
+
+def test_a_stretch_killed_before_its_first_evaluation_resumes_from_the_kept_point(prepared_corpora, tmp_path, monkeypatch):
+    out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_cnn.cfg", 2)
+    conll = prepared_corpora / "conll"
+    overrides = ["--paths.train", str(conll / "train.spacy"), "--paths.dev", str(conll / "dev.spacy"),
+                 *TINY, "--training.max_steps", "5"]
+    # The second stretch starts, spaCy clears model-last and model-best, and the kill comes before step 3's evaluation.
+    assert resume_training.next_stretch(REPO / "configs" / "ner_cnn.cfg", out_dir, overrides) is not None
+    assert not (out_dir / "model-last").exists()
+    if (out_dir / "model-best").exists():
+        shutil.rmtree(out_dir / "model-best")
+    metrics_file = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 5)
+    assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2, 3, 5]
+    # the stretch that logged nothing is not counted
+    assert json.loads((out_dir / "resume.json").read_text())["stretches"] == [
+        {"first_step": 0, "last_step": 2}, {"first_step": 3, "last_step": 5}]
+    assert json.loads(metrics_file.read_text())["training"]["steps"] == 5
+    assert (out_dir / "model-best" / "meta.json").is_file()
