@@ -217,6 +217,8 @@ def resume_config(
     point = str((out_dir / RESUME_POINT).resolve())
     for name in cfg["nlp"]["pipeline"]:
         cfg["components"][name] = {"source": point}
+    # Pretrained tok2vec weights would overwrite the resumed ones at initialization.
+    cfg["initialize"]["init_tok2vec"] = None
     training["logger"] = {
         "@loggers": LOGGER,
         "output_file": str(out_dir / LOG_FILE),

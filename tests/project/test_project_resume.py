@@ -66,7 +66,7 @@ def test_a_killed_seed_resumes_into_one_global_curve_and_is_then_skipped(prepare
     assert resume_training.saved_at(out_dir / "model-best", resume_training.best_record(log))
     assert not (out_dir / resume_training.EARLIER_BEST).exists() and not (out_dir / "resume-point").exists()
     cfg = (out_dir / "resume.cfg").read_text()  # patience counts from step 0, the earliest of the tied best
-    assert "max_steps = 4\n" in cfg and "patience = 95\n" in cfg and "step_offset = 5\n" in cfg
+    assert "max_steps = 4\n" in cfg and "patience = 95\n" in cfg and "step_offset = 5\n" in cfg and "init_tok2vec = null\n" in cfg
 
     def no_training(*args, **kwargs):
         raise AssertionError("a finished seed was trained again")
