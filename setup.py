@@ -53,7 +53,10 @@ setup(
             "spacy-elmo.ElmoTok2Vec.v2 = spacy_elmo.architectures:build_elmo_tok2vec_v2",
             "spacy-elmo.ElmoOnlyTok2Vec.v1 = spacy_elmo.architectures:build_elmo_only_tok2vec_v1",
         ],
-        "spacy_loggers": ["spacy-elmo.TrainingLog.v1 = spacy_elmo.training_log:training_log_v1"],
+        "spacy_loggers": [
+            "spacy-elmo.TrainingLog.v1 = spacy_elmo.training_log:training_log_v1",
+            "spacy-elmo.TrainingLog.v2 = spacy_elmo.training_log:training_log_v2",
+        ],
         "spacy_misc": [
             "spacy-elmo.WeightsFromFiles.v1 = spacy_elmo.loaders:weights_from_files_v1",
             "spacy-elmo.WeightsOrDefault.v1 = spacy_elmo.loaders:weights_or_default_v1",

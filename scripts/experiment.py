@@ -12,7 +12,10 @@ Per seed it writes ``training/NAME/seed{N}/`` (the models and ``log.jsonl``,
 one line per evaluation) and ``metrics/NAME/seed{N}.json``: the test scores,
 how training went (epochs, steps, seconds, best dev score and its step) and,
 for ELMo pipelines, each listener's learned layer weights. A seed whose
-metrics file exists is skipped, so an interrupted run resumes.
+metrics file exists is skipped, so an interrupted run resumes; a seed whose
+``spacy train`` was killed resumes from its last evaluation (see
+``resume_training``: what differs from an uninterrupted run, and
+``training/NAME/seed{N}/resume.json``, its stretches).
 """
 import json
 import subprocess
@@ -21,9 +24,10 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+import resume_training
 import typer
-
 from project_errors import ProjectDataError
+
 from spacy_elmo.io import atomic_path, read_jsonl
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -82,15 +86,20 @@ def run_seed(
     corpus_flags = []
     if gold_preproc:
         corpus_flags = ["--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true"]
-    command = [
-        sys.executable, "-m", "spacy", "train", str(config), "--output", str(out_dir),
+    train_overrides = [
         "--paths.train", str(train), "--paths.dev", str(dev), "--system.seed", str(seed),
-        "--training.logger.output_file", str(out_dir / "log.jsonl"), "--gpu-id", str(gpu_id),
-        *corpus_flags, *overrides,
+        "--training.logger.output_file", str(out_dir / "log.jsonl"), *corpus_flags, *overrides,
     ]
-    typer.echo(f"=== {name}, seed {seed}: {' '.join(command)}")
     start = time.time()
-    subprocess.run(command, check=True)
+    stretch = resume_training.next_stretch(config, out_dir, train_overrides)
+    if stretch is not None:
+        command = [
+            sys.executable, "-m", "spacy", "train", str(stretch.config), "--output", str(out_dir),
+            "--gpu-id", str(gpu_id), *stretch.overrides,
+        ]
+        typer.echo(f"=== {name}, seed {seed}: {' '.join(command)}")
+        subprocess.run(command, check=True)
+        resume_training.end_stretch(out_dir)
     wall_seconds = time.time() - start
     test_scores = None
     if test is not None:
@@ -109,7 +118,12 @@ def run_seed(
         "gold_preproc": gold_preproc,
         # None for a dev-only run (`investigate`): the test split is kept for the final table.
         "test": test_scores,
-        "training": {**training_summary(out_dir / "log.jsonl"), "wall_seconds": round(wall_seconds, 1)},
+        # wall_seconds: this call's training (the last stretch); the log's "seconds" cover all stretches.
+        "training": {
+            **training_summary(out_dir / "log.jsonl"),
+            "wall_seconds": round(wall_seconds, 1),
+            "stretches": resume_training.read_state(out_dir)["stretches"],
+        },
         "elmo_mix": elmo_mix(out_dir / "model-best"),
     }
     metrics_file.parent.mkdir(parents=True, exist_ok=True)

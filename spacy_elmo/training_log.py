@@ -2,6 +2,10 @@
 every evaluation with the elapsed seconds and words seen (what a fair
 comparison reports: epochs, steps, wall time, best dev score).
 
+``spacy-elmo.TrainingLog.v2`` adds what a resumed run needs: it appends to the
+file instead of replacing it, and adds offsets to each record's epoch, step,
+seconds and words, so the stretches of a resumed run make one global curve.
+
 The table leaves out the loss column of an elmo component whose biLM no
 listener fine-tunes: it is always 0.00, and users took it for a bug."""
 
@@ -13,23 +17,42 @@ from typing import IO, Any, Callable, Dict, Optional, Tuple
 from spacy.training.loggers import console_logger_v3
 from spacy.util import registry
 
+RECORD_KEYS = ("epoch", "step", "score", "seconds", "words")
+OFFSET_KEYS = ("epoch", "step", "seconds", "words")
+
 
 @registry.loggers("spacy-elmo.TrainingLog.v1")
 def training_log_v1(output_file: Optional[str] = None, progress_bar: Optional[str] = None) -> Callable:
+    return training_log_v2(output_file, progress_bar)
+
+
+@registry.loggers("spacy-elmo.TrainingLog.v2")
+def training_log_v2(
+    output_file: Optional[str] = None,
+    progress_bar: Optional[str] = None,
+    append: bool = False,
+    epoch_offset: int = 0,
+    step_offset: int = 0,
+    seconds_offset: int = 0,
+    words_offset: int = 0,
+) -> Callable:
     console = console_logger_v3(progress_bar=progress_bar, console_output=True, output_file=None)
+    offsets = {"epoch": epoch_offset, "step": step_offset, "seconds": seconds_offset, "words": words_offset}
 
     def setup(nlp: Any, stdout: IO = sys.stdout, stderr: IO = sys.stderr) -> Tuple[Callable, Callable]:
         log_console, finalize_console = console(_TableView(nlp), stdout, stderr)
         stream = None
         if output_file:
             Path(output_file).parent.mkdir(parents=True, exist_ok=True)
-            stream = Path(output_file).open("w", encoding="utf8")
+            stream = Path(output_file).open("a" if append else "w", encoding="utf8")
 
         def log_step(info: Optional[Dict[str, Any]]) -> None:
             log_console(info)
             if info is None or stream is None:
                 return
-            record = {key: info[key] for key in ("epoch", "step", "score", "seconds", "words")}
+            record = {key: info[key] for key in RECORD_KEYS}
+            for key in OFFSET_KEYS:
+                record[key] += offsets[key]
             record["losses"] = {k: float(v) for k, v in info["losses"].items()}
             record["scores"] = {k: v for k, v in info["other_scores"].items() if isinstance(v, (int, float))}
             stream.write(json.dumps(record) + "\n")

@@ -1,0 +1,256 @@
+"""How a killed ``spacy train`` of one seed resumes from its last evaluation.
+
+``experiment``/``investigate`` train each seed in one or more *stretches*. A
+stretch is one ``spacy train`` process; when it is killed (a work session's
+end), the next call starts a new stretch from the seed's last evaluation: every
+pipeline component is sourced from the ``model-last`` spaCy saved at that
+evaluation (spaCy resumes sourced components with ``nlp.resume_training``, it
+does not re-initialize them), the step cap and the patience are cut by what the
+earlier stretches used, and ``spacy-elmo.TrainingLog.v2`` appends to
+``log.jsonl`` with the steps, epochs, seconds and words offset, so the log is
+one global curve. ``resume.json`` in the seed's directory records each
+stretch's first and last logged step and whether training finished (then a
+later call only scores the model).
+
+What differs from an uninterrupted run:
+- The optimizer restarts: Adam's moments (and the learning-rate schedule's
+  position, and parameter averages if a config used them) start afresh.
+- The data order restarts at an epoch boundary: the resumed stretch begins a
+  new epoch (counted as one more epoch) in the order the seed gives a first
+  epoch; updates after the last evaluation of the killed stretch are lost.
+- The stopping rule: spaCy only knows the stretch's own evaluations, and the
+  stretch's first one (one step after the resume point, S + 1) is always its
+  best at first. With the global best at step b, the stretch runs with patience
+  ``patience - (S + 1 - b)`` (none left: training is over), so a stretch whose
+  later evaluations never beat its first one stops exactly where the
+  uninterrupted rule would. When a later evaluation beats the stretch's first
+  one but not the global best, it runs longer than the uninterrupted rule
+  (patience counts from that evaluation); when it beats the global best, it
+  stops ``S + 1 - b`` steps earlier than the uninterrupted rule would.
+- ``model-best`` is the best over all stretches: the earlier stretches' best is
+  kept aside and put back unless the last stretch beat its score (ties go to
+  the later step, as spaCy's own model-best does).
+- ``seconds`` in the log counts training time of the logged evaluations only;
+  the time between a killed stretch's last evaluation and the kill is lost.
+
+``model-last`` is trusted only if its ``meta.json`` holds the losses and scores
+of the log's last evaluation and it loads; otherwise (missing, torn by the kill,
+saved after a later evaluation the log never got) the seed's directory is moved
+aside to ``seedN.stale`` with a one-line message and the seed starts afresh.
+"""
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import typer
+
+from spacy_elmo.io import atomic_path, read_jsonl
+
+STATE_FILE = "resume.json"
+LOG_FILE = "log.jsonl"
+RESUME_CONFIG = "resume.cfg"
+# spaCy deletes model-last and model-best when a stretch starts: the resume point
+# and the earlier best are moved out of its way first.
+RESUME_POINT = "resume-point"
+EARLIER_BEST = "model-best-earlier"
+LOGGER = "spacy-elmo.TrainingLog.v2"
+
+
+@dataclass
+class Stretch:
+    """One ``spacy train`` call: its config and its command-line overrides."""
+
+    config: Path
+    overrides: List[str]
+
+
+def read_state(out_dir: Path) -> Dict[str, Any]:
+    path = out_dir / STATE_FILE
+    if not path.is_file():
+        return {"stretches": [], "finished": False}
+    return json.loads(path.read_text(encoding="utf8"))
+
+
+def write_state(out_dir: Path, state: Dict[str, Any]) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out_dir / STATE_FILE) as tmp:
+        tmp.write_text(json.dumps(state, indent=2), encoding="utf8")
+
+
+def best_record(records: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The evaluation spaCy's model-best holds: the latest of equal best scores
+    (spaCy saves model-best at every evaluation that ties the best)."""
+    return max(reversed(records), key=lambda r: r["score"])
+
+
+def patience_start(records: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The evaluation spaCy's patience counts from: the earliest of equal best scores."""
+    return max(records, key=lambda r: r["score"])
+
+
+def _same(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def saved_at(model_dir: Path, record: Dict[str, Any]) -> bool:
+    """Whether the pipeline in model_dir was saved at the evaluation ``record``
+    logs: spaCy writes that evaluation's losses and scores into its meta.json."""
+    try:
+        performance = json.loads((model_dir / "meta.json").read_text(encoding="utf8"))["performance"]
+    except (OSError, ValueError, KeyError):
+        return False
+    logged = {**{f"{name}_loss": v for name, v in record["losses"].items()}, **record["scores"]}
+    shared = [key for key in logged if key in performance]
+    return bool(shared) and all(_same(float(performance[key]), float(logged[key])) for key in shared)
+
+
+def loads(model_dir: Path) -> bool:
+    import spacy
+
+    try:
+        spacy.load(model_dir)
+    except Exception:  # any failure means a damaged pipeline; the caller says so
+        return False
+    return True
+
+
+def find_resume_point(out_dir: Path, last: Dict[str, Any]) -> Optional[Path]:
+    for candidate in (out_dir / "model-last", out_dir / RESUME_POINT):
+        if candidate.is_dir() and saved_at(candidate, last) and loads(candidate):
+            return candidate
+    return None
+
+
+def replace_dir(source: Path, target: Path, move: bool) -> None:
+    """target becomes source (moved, or copied through a temporary directory)."""
+    if source == target:
+        return
+    if move:
+        if target.exists():
+            shutil.rmtree(target)
+        source.rename(target)
+        return
+    tmp = target.with_name(f".{target.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(source, tmp)
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.rename(target)
+
+
+def start_afresh(out_dir: Path, why: Optional[str]) -> None:
+    if why is not None:
+        stale = out_dir.with_name(f"{out_dir.name}.stale")
+        typer.echo(f"{out_dir}: cannot resume ({why}); moved to {stale}, starting afresh")
+        if stale.exists():
+            shutil.rmtree(stale)
+        out_dir.rename(stale)
+    write_state(out_dir, {"stretches": [{"first_step": 0, "last_step": None}], "finished": False})
+
+
+def next_stretch(config: Path, out_dir: Path, overrides: List[str]) -> Optional[Stretch]:
+    """The next ``spacy train`` call for this seed, or None if training finished."""
+    state = read_state(out_dir)
+    if state["finished"]:
+        return None
+    records = read_jsonl(out_dir / LOG_FILE)
+    if not records:
+        started = out_dir.is_dir() and any(out_dir.iterdir())
+        start_afresh(out_dir, "no evaluation was logged" if started else None)
+        return Stretch(config, overrides)
+    last, best = records[-1], best_record(records)
+    point = find_resume_point(out_dir, last)
+    if point is None:
+        start_afresh(out_dir, f"no model-last saved at the last logged evaluation, step {last['step']}")
+        return Stretch(config, overrides)
+    stretches = [s for s in state["stretches"] if s["first_step"] <= last["step"]] or [{"first_step": 0}]
+    # The global best is in the last stretch that logged (spaCy's model-best, or the
+    # resume point itself), or in an earlier one (kept aside when a later stretch began;
+    # a stretch killed before its first evaluation had spaCy delete model-best).
+    killed_before_logging = len(stretches) < len(state["stretches"])
+    if killed_before_logging or best["step"] < stretches[-1]["first_step"]:
+        best_dir = out_dir / EARLIER_BEST
+    else:
+        best_dir = point if best is last else out_dir / "model-best"
+    if not best_dir.is_dir():
+        start_afresh(out_dir, f"{best_dir} (the best evaluation, step {best['step']}) is missing")
+        return Stretch(config, overrides)
+    replace_dir(best_dir, out_dir / EARLIER_BEST, move=False)
+    stretches[-1]["last_step"] = last["step"]
+    state["stretches"] = stretches
+    resumed = resume_config(config, out_dir, overrides, last, patience_start(records))
+    if resumed is None:  # the killed stretch had used up its budget: only the records are left to finish
+        replace_dir(point, out_dir / "model-last", move=True)
+        finish(out_dir, state, records, earlier_is_best=True)
+        return None
+    replace_dir(point, out_dir / RESUME_POINT, move=True)
+    # A cut last line would glue onto the first appended record: rewrite the whole lines.
+    with atomic_path(out_dir / LOG_FILE) as tmp:
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf8")
+    state["stretches"].append({"first_step": last["step"] + 1, "last_step": None})
+    write_state(out_dir, state)
+    typer.echo(f"{out_dir}: resuming at step {last['step'] + 1} (stretch {len(state['stretches'])})")
+    return Stretch(resumed, [])
+
+
+def resume_config(
+    config: Path, out_dir: Path, overrides: List[str], last: Dict[str, Any], patience_from: Dict[str, Any]
+) -> Optional[Path]:
+    """The config of the next stretch (overrides applied, every component sourced
+    from the resume point, what is left of the budgets), or None if none is left."""
+    from spacy.cli._util import parse_config_overrides
+    from spacy.util import load_config
+
+    cfg = load_config(config, overrides=parse_config_overrides(overrides), interpolate=False)
+    training = cfg["training"]
+    first_step = last["step"] + 1
+    left = {"max_steps": training["max_steps"] - first_step, "patience": training["patience"] - (first_step - patience_from["step"])}
+    left["max_epochs"] = training["max_epochs"] - (last["epoch"] + 1)
+    for key, value in left.items():
+        if training[key] > 0:  # 0 (and -1 for epochs) mean no limit
+            if value < 1:
+                return None
+            training[key] = value
+    point = str((out_dir / RESUME_POINT).resolve())
+    for name in cfg["nlp"]["pipeline"]:
+        cfg["components"][name] = {"source": point}
+    # Pretrained tok2vec weights would overwrite the resumed ones at initialization.
+    cfg["initialize"]["init_tok2vec"] = None
+    training["logger"] = {
+        "@loggers": LOGGER,
+        "output_file": str(out_dir / LOG_FILE),
+        "progress_bar": training["logger"].get("progress_bar"),
+        "append": True,
+        "epoch_offset": last["epoch"] + 1,
+        "step_offset": first_step,
+        "seconds_offset": last["seconds"],
+        "words_offset": last["words"],
+    }
+    path = out_dir / RESUME_CONFIG
+    cfg.to_disk(path)
+    return path
+
+
+def finish(out_dir: Path, state: Dict[str, Any], records: List[Dict[str, Any]], earlier_is_best: bool) -> None:
+    """After the last stretch: model-best is the best of all stretches."""
+    earlier = out_dir / EARLIER_BEST
+    if earlier_is_best:
+        replace_dir(earlier, out_dir / "model-best", move=True)
+    for leftover in (earlier, out_dir / RESUME_POINT):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    state["stretches"][-1]["last_step"] = records[-1]["step"]
+    state["finished"] = True
+    write_state(out_dir, state)
+
+
+def end_stretch(out_dir: Path) -> None:
+    """Call when ``spacy train`` returned: training is over for this seed."""
+    state, records = read_state(out_dir), read_jsonl(out_dir / LOG_FILE)
+    if not state["stretches"]:
+        state["stretches"] = [{"first_step": 0, "last_step": None}]
+    earlier_is_best = best_record(records)["step"] < state["stretches"][-1]["first_step"]
+    finish(out_dir, state, records, earlier_is_best)

@@ -1,0 +1,135 @@
+"""A seed whose ``spacy train`` was killed resumes from its last evaluation
+(scripts/resume_training.py): one global log, the stretches written down, the
+best model of all stretches kept, and a finished seed still skipped."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import experiment
+import pytest
+import resume_training
+
+from spacy_elmo.io import read_jsonl
+
+from .conftest import REPO
+from .test_project_workflow import tiny_vectors_pipeline
+
+REFERENCE = REPO / "tests" / "data" / "bilm_tf_reference"
+# Evaluate every 2 steps; patience large enough never to stop these runs early.
+TINY = ["--training.eval_frequency", "2", "--training.patience", "100", "--training.batch_size", "8"]
+
+
+class Killed(Exception):
+    """Stands in for the end of a work session right after an evaluation."""
+
+
+def run(corpus: Path, tmp_path: Path, config: str, max_steps: int, extra=(), seed: int = 0) -> Path:
+    conll = corpus / "conll"
+    return experiment.run_seed(
+        REPO / "configs" / config, conll / "train.spacy", conll / "dev.spacy", None, "tiny", seed,
+        [*TINY, "--training.max_steps", str(max_steps), *extra], False, -1,
+        tmp_path / "training", tmp_path / "metrics",
+    )
+
+
+def killed_after_first_stretch(corpus, tmp_path, monkeypatch, config, steps, extra=()) -> Path:
+    """Train until `steps`, then 'kill' before the seed's training is recorded as finished."""
+    def kill(out_dir):
+        raise Killed()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(resume_training, "end_stretch", kill)
+        with pytest.raises(Killed):
+            run(corpus, tmp_path, config, steps, extra)
+    return tmp_path / "training" / "tiny" / "seed0"
+
+
+def test_a_killed_seed_resumes_into_one_global_curve_and_is_then_skipped(prepared_corpora, tmp_path, monkeypatch):
+    out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_cnn.cfg", 4)
+    assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2, 4]
+    assert json.loads((out_dir / "resume.json").read_text())["finished"] is False
+    metrics_file = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 9)
+    # The second stretch starts at step 5 (its own step 0) with 9 - 5 steps left: evaluations at 5, 7, 9.
+    log = read_jsonl(out_dir / "log.jsonl")
+    assert [r["step"] for r in log] == [0, 2, 4, 5, 7, 9]
+    assert [r["epoch"] for r in log][3] > log[2]["epoch"]  # the data order restarts at a new epoch
+    assert all(a["seconds"] <= b["seconds"] and a["words"] < b["words"] for a, b in zip(log, log[1:]))
+    state = json.loads((out_dir / "resume.json").read_text())
+    assert state == {"stretches": [{"first_step": 0, "last_step": 4}, {"first_step": 5, "last_step": 9}],
+                     "finished": True}
+    record = json.loads(metrics_file.read_text())
+    assert record["training"]["steps"] == 9 and len(record["training"]["stretches"]) == 2
+    assert record["training"]["words"] == log[-1]["words"]
+    assert record["training"]["best_step"] == resume_training.patience_start(log)["step"]
+    # model-best is the best of both stretches (the latest of tied scores, as spaCy keeps it)
+    assert resume_training.saved_at(out_dir / "model-best", resume_training.best_record(log))
+    assert not (out_dir / resume_training.EARLIER_BEST).exists() and not (out_dir / "resume-point").exists()
+    cfg = (out_dir / "resume.cfg").read_text()  # patience counts from step 0, the earliest of the tied best
+    assert "max_steps = 4\n" in cfg and "patience = 95\n" in cfg and "step_offset = 5\n" in cfg and "init_tok2vec = null\n" in cfg
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished seed was trained again")
+
+    monkeypatch.setattr(subprocess, "run", no_training)
+    assert run(prepared_corpora, tmp_path, "ner_cnn.cfg", 9) == metrics_file
+
+
+@pytest.mark.parametrize("last_stretch_scores,kept", [((0.7, 0.6), "model-best"), ((0.6, 0.65), "earlier")])
+def test_the_earlier_best_is_kept_unless_the_resumed_stretch_reaches_it(tmp_path, last_stretch_scores, kept):
+    out_dir = tmp_path / "seed0"
+    for name in (resume_training.EARLIER_BEST, "model-best"):
+        (out_dir / name).mkdir(parents=True)
+        (out_dir / name / "which").write_text(name)
+    scores = [0.5, 0.7, *last_stretch_scores]
+    lines = [{"step": step, "score": score} for step, score in zip([0, 2, 3, 5], scores)]
+    (out_dir / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    resume_training.write_state(out_dir, {"stretches": [{"first_step": 0, "last_step": 2},
+                                                        {"first_step": 3, "last_step": None}], "finished": False})
+    resume_training.end_stretch(out_dir)
+    # A tie goes to the later step, as spaCy's own model-best does.
+    expected = "model-best" if kept == "model-best" else resume_training.EARLIER_BEST
+    assert (out_dir / "model-best" / "which").read_text() == expected
+    assert not (out_dir / resume_training.EARLIER_BEST).exists()
+    assert json.loads((out_dir / "resume.json").read_text())["stretches"][-1]["last_step"] == 5
+
+
+def test_a_damaged_model_last_starts_the_seed_afresh_with_a_message(prepared_corpora, tmp_path, monkeypatch, capsys):
+    out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_cnn.cfg", 2)
+    (out_dir / "model-last" / "meta.json").write_text("{")  # torn by the kill
+    run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    assert "cannot resume (no model-last saved at the last logged evaluation, step 2)" in capsys.readouterr().out
+    assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2]
+    assert json.loads((out_dir / "resume.json").read_text())["stretches"] == [{"first_step": 0, "last_step": 2}]
+    assert (out_dir.with_name("seed0.stale") / "log.jsonl").is_file()  # the old run moved aside, not mixed in
+
+
+def test_a_listener_config_with_elmo_and_vectors_resumes(prepared_corpora, tmp_path, monkeypatch):
+    tiny_vectors_pipeline(tmp_path / "vectors")
+    extra = ["--paths.vectors", str(tmp_path / "vectors"), "--paths.elmo_options", str(REFERENCE / "options.json"),
+             "--paths.elmo_weights", str(REFERENCE / "lm_weights.hdf5")]
+    out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_vectors_elmo.cfg", 2, extra)
+    metrics_file = run(prepared_corpora, tmp_path, "ner_vectors_elmo.cfg", 5, extra)
+    assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2, 3, 5]
+    record = json.loads(metrics_file.read_text())
+    assert record["training"]["steps"] == 5 and len(record["training"]["stretches"]) == 2
+    assert abs(sum(record["elmo_mix"]["ner"][0]["weights"]) - 1.0) < 1e-5
+
+
+def test_a_stretch_killed_before_its_first_evaluation_resumes_from_the_kept_point(prepared_corpora, tmp_path, monkeypatch):
+    out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_cnn.cfg", 2)
+    conll = prepared_corpora / "conll"
+    overrides = ["--paths.train", str(conll / "train.spacy"), "--paths.dev", str(conll / "dev.spacy"),
+                 *TINY, "--training.max_steps", "5"]
+    # The second stretch starts, spaCy clears model-last and model-best, and the kill comes before step 3's evaluation.
+    assert resume_training.next_stretch(REPO / "configs" / "ner_cnn.cfg", out_dir, overrides) is not None
+    assert not (out_dir / "model-last").exists()
+    if (out_dir / "model-best").exists():
+        shutil.rmtree(out_dir / "model-best")
+    metrics_file = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 5)
+    assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2, 3, 5]
+    # the stretch that logged nothing is not counted
+    assert json.loads((out_dir / "resume.json").read_text())["stretches"] == [
+        {"first_step": 0, "last_step": 2}, {"first_step": 3, "last_step": 5}]
+    assert json.loads(metrics_file.read_text())["training"]["steps"] == 5
+    assert (out_dir / "model-best" / "meta.json").is_file()
