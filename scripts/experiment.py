@@ -17,6 +17,7 @@ metrics file exists is skipped, so an interrupted run resumes; a seed whose
 ``resume_training``: what differs from an uninterrupted run, and
 ``training/NAME/seed{N}/resume.json``, its stretches).
 """
+
 import json
 import subprocess
 import sys
@@ -87,15 +88,31 @@ def run_seed(
     if gold_preproc:
         corpus_flags = ["--corpora.train.gold_preproc", "true", "--corpora.dev.gold_preproc", "true"]
     train_overrides = [
-        "--paths.train", str(train), "--paths.dev", str(dev), "--system.seed", str(seed),
-        "--training.logger.output_file", str(out_dir / "log.jsonl"), *corpus_flags, *overrides,
+        "--paths.train",
+        str(train),
+        "--paths.dev",
+        str(dev),
+        "--system.seed",
+        str(seed),
+        "--training.logger.output_file",
+        str(out_dir / "log.jsonl"),
+        *corpus_flags,
+        *overrides,
     ]
     start = time.time()
     stretch = resume_training.next_stretch(config, out_dir, train_overrides)
     if stretch is not None:
         command = [
-            sys.executable, "-m", "spacy", "train", str(stretch.config), "--output", str(out_dir),
-            "--gpu-id", str(gpu_id), *stretch.overrides,
+            sys.executable,
+            "-m",
+            "spacy",
+            "train",
+            str(stretch.config),
+            "--output",
+            str(out_dir),
+            "--gpu-id",
+            str(gpu_id),
+            *stretch.overrides,
         ]
         typer.echo(f"=== {name}, seed {seed}: {' '.join(command)}")
         subprocess.run(command, check=True)
@@ -105,8 +122,16 @@ def run_seed(
     if test is not None:
         scores_file = out_dir / "test_scores.json"
         evaluate = [
-            sys.executable, "-m", "spacy", "evaluate", str(out_dir / "model-best"), str(test),
-            "--output", str(scores_file), "--gpu-id", str(gpu_id),
+            sys.executable,
+            "-m",
+            "spacy",
+            "evaluate",
+            str(out_dir / "model-best"),
+            str(test),
+            "--output",
+            str(scores_file),
+            "--gpu-id",
+            str(gpu_id),
         ] + (["--gold-preproc"] if gold_preproc else [])
         subprocess.run(evaluate, check=True)
         test_scores = json.loads(scores_file.read_text(encoding="utf8"))

@@ -10,10 +10,10 @@ test split, which stays for the final table. Writes
 ``metrics/investigate/NAME/seed{N}.json`` with ``"test": null``; ``report
 --investigations-dir`` lists them next to the main runs' dev scores.
 """
+
 from pathlib import Path
 
 import typer
-
 from experiment import parse_seeds, run_seed
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -24,7 +24,9 @@ def main(
     ctx: typer.Context,
     config: Path = typer.Argument(..., exists=True, dir_okay=False, help="spaCy training config"),
     train: Path = typer.Argument(..., exists=True, help="training .spacy"),
-    dev: Path = typer.Argument(..., exists=True, help="dev .spacy (model selection, early stopping and the score kept)"),
+    dev: Path = typer.Argument(
+        ..., exists=True, help="dev .spacy (model selection, early stopping and the score kept)"
+    ),
     name: str = typer.Argument(..., help="run name: training/investigate/NAME/ and metrics/investigate/NAME/"),
     seeds: str = typer.Option("0", "--seeds", help="comma-separated random seeds"),
     gold_preproc: bool = typer.Option(False, "--gold-preproc", help="one example per gold sentence, gold tokens"),

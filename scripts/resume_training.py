@@ -38,6 +38,7 @@ of the log's last evaluation and it loads; otherwise (missing, torn by the kill,
 saved after a later evaluation the log never got) the seed's directory is moved
 aside to ``seedN.stale`` with a one-line message and the seed starts afresh.
 """
+
 import json
 import shutil
 from dataclasses import dataclass
@@ -207,7 +208,10 @@ def resume_config(
     cfg = load_config(config, overrides=parse_config_overrides(overrides), interpolate=False)
     training = cfg["training"]
     first_step = last["step"] + 1
-    left = {"max_steps": training["max_steps"] - first_step, "patience": training["patience"] - (first_step - patience_from["step"])}
+    left = {
+        "max_steps": training["max_steps"] - first_step,
+        "patience": training["patience"] - (first_step - patience_from["step"]),
+    }
     left["max_epochs"] = training["max_epochs"] - (last["epoch"] + 1)
     for key, value in left.items():
         if training[key] > 0:  # 0 (and -1 for epochs) mean no limit

@@ -292,11 +292,17 @@ def interrupted_embed(tmp_path, bilm_files, monkeypatch):
         (".state.npz", None),
     ],
 )
+def saved_state(out):
+    """The one state file a stateful run keeps: OUTPUT.state-N.npz of its last checkpoint."""
+    (state,) = out.parent.glob(out.name + ".state-*.npz")
+    return state
+
+
 def test_damaged_embed_resume_files_are_named_with_what_to_do(interrupted_embed, suffix, content):
     from spacy_elmo.errors import EmbedInputError
 
     out, resume = interrupted_embed
-    damaged = out.with_name(out.name + suffix)
+    damaged = saved_state(out) if suffix == ".state.npz" else out.with_name(out.name + suffix)
     assert damaged.exists()
     if content is None:
         damaged.unlink()
@@ -314,9 +320,9 @@ def test_a_saved_state_of_the_wrong_width_is_named(interrupted_embed):
     from spacy_elmo.errors import EmbedInputError
 
     out, resume = interrupted_embed
-    state = out.with_name(out.name + ".state.npz")
+    state = saved_state(out)
     arrays = dict(numpy.load(state))
     arrays["1_0_c"] = arrays["1_0_c"][:, :3]
     numpy.savez(state, **arrays)
-    with pytest.raises(EmbedInputError, match=r"state.npz is damaged \(the saved LSTM state's array 1_0_c"):
+    with pytest.raises(EmbedInputError, match=r"state-\d+\.npz is damaged \(the saved LSTM state's array 1_0_c"):
         resume()

@@ -1,6 +1,7 @@
 """A seed whose ``spacy train`` was killed resumes from its last evaluation
 (scripts/resume_training.py): one global log, the stretches written down, the
 best model of all stretches kept, and a finished seed still skipped."""
+
 import json
 import shutil
 import subprocess
@@ -27,14 +28,23 @@ class Killed(Exception):
 def run(corpus: Path, tmp_path: Path, config: str, max_steps: int, extra=(), seed: int = 0) -> Path:
     conll = corpus / "conll"
     return experiment.run_seed(
-        REPO / "configs" / config, conll / "train.spacy", conll / "dev.spacy", None, "tiny", seed,
-        [*TINY, "--training.max_steps", str(max_steps), *extra], False, -1,
-        tmp_path / "training", tmp_path / "metrics",
+        REPO / "configs" / config,
+        conll / "train.spacy",
+        conll / "dev.spacy",
+        None,
+        "tiny",
+        seed,
+        [*TINY, "--training.max_steps", str(max_steps), *extra],
+        False,
+        -1,
+        tmp_path / "training",
+        tmp_path / "metrics",
     )
 
 
 def killed_after_first_stretch(corpus, tmp_path, monkeypatch, config, steps, extra=()) -> Path:
     """Train until `steps`, then 'kill' before the seed's training is recorded as finished."""
+
     def kill(out_dir):
         raise Killed()
 
@@ -56,8 +66,10 @@ def test_a_killed_seed_resumes_into_one_global_curve_and_is_then_skipped(prepare
     assert [r["epoch"] for r in log][3] > log[2]["epoch"]  # the data order restarts at a new epoch
     assert all(a["seconds"] <= b["seconds"] and a["words"] < b["words"] for a, b in zip(log, log[1:]))
     state = json.loads((out_dir / "resume.json").read_text())
-    assert state == {"stretches": [{"first_step": 0, "last_step": 4}, {"first_step": 5, "last_step": 9}],
-                     "finished": True}
+    assert state == {
+        "stretches": [{"first_step": 0, "last_step": 4}, {"first_step": 5, "last_step": 9}],
+        "finished": True,
+    }
     record = json.loads(metrics_file.read_text())
     assert record["training"]["steps"] == 9 and len(record["training"]["stretches"]) == 2
     assert record["training"]["words"] == log[-1]["words"]
@@ -66,7 +78,12 @@ def test_a_killed_seed_resumes_into_one_global_curve_and_is_then_skipped(prepare
     assert resume_training.saved_at(out_dir / "model-best", resume_training.best_record(log))
     assert not (out_dir / resume_training.EARLIER_BEST).exists() and not (out_dir / "resume-point").exists()
     cfg = (out_dir / "resume.cfg").read_text()  # patience counts from step 0, the earliest of the tied best
-    assert "max_steps = 4\n" in cfg and "patience = 95\n" in cfg and "step_offset = 5\n" in cfg and "init_tok2vec = null\n" in cfg
+    assert (
+        "max_steps = 4\n" in cfg
+        and "patience = 95\n" in cfg
+        and "step_offset = 5\n" in cfg
+        and "init_tok2vec = null\n" in cfg
+    )
 
     def no_training(*args, **kwargs):
         raise AssertionError("a finished seed was trained again")
@@ -84,8 +101,10 @@ def test_the_earlier_best_is_kept_unless_the_resumed_stretch_reaches_it(tmp_path
     scores = [0.5, 0.7, *last_stretch_scores]
     lines = [{"step": step, "score": score} for step, score in zip([0, 2, 3, 5], scores)]
     (out_dir / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    resume_training.write_state(out_dir, {"stretches": [{"first_step": 0, "last_step": 2},
-                                                        {"first_step": 3, "last_step": None}], "finished": False})
+    resume_training.write_state(
+        out_dir,
+        {"stretches": [{"first_step": 0, "last_step": 2}, {"first_step": 3, "last_step": None}], "finished": False},
+    )
     resume_training.end_stretch(out_dir)
     # A tie goes to the later step, as spaCy's own model-best does.
     expected = "model-best" if kept == "model-best" else resume_training.EARLIER_BEST
@@ -106,8 +125,14 @@ def test_a_damaged_model_last_starts_the_seed_afresh_with_a_message(prepared_cor
 
 def test_a_listener_config_with_elmo_and_vectors_resumes(prepared_corpora, tmp_path, monkeypatch):
     tiny_vectors_pipeline(tmp_path / "vectors")
-    extra = ["--paths.vectors", str(tmp_path / "vectors"), "--paths.elmo_options", str(REFERENCE / "options.json"),
-             "--paths.elmo_weights", str(REFERENCE / "lm_weights.hdf5")]
+    extra = [
+        "--paths.vectors",
+        str(tmp_path / "vectors"),
+        "--paths.elmo_options",
+        str(REFERENCE / "options.json"),
+        "--paths.elmo_weights",
+        str(REFERENCE / "lm_weights.hdf5"),
+    ]
     out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_vectors_elmo.cfg", 2, extra)
     metrics_file = run(prepared_corpora, tmp_path, "ner_vectors_elmo.cfg", 5, extra)
     assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2, 3, 5]
@@ -116,11 +141,20 @@ def test_a_listener_config_with_elmo_and_vectors_resumes(prepared_corpora, tmp_p
     assert abs(sum(record["elmo_mix"]["ner"][0]["weights"]) - 1.0) < 1e-5
 
 
-def test_a_stretch_killed_before_its_first_evaluation_resumes_from_the_kept_point(prepared_corpora, tmp_path, monkeypatch):
+def test_a_stretch_killed_before_its_first_evaluation_resumes_from_the_kept_point(
+    prepared_corpora, tmp_path, monkeypatch
+):
     out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_cnn.cfg", 2)
     conll = prepared_corpora / "conll"
-    overrides = ["--paths.train", str(conll / "train.spacy"), "--paths.dev", str(conll / "dev.spacy"),
-                 *TINY, "--training.max_steps", "5"]
+    overrides = [
+        "--paths.train",
+        str(conll / "train.spacy"),
+        "--paths.dev",
+        str(conll / "dev.spacy"),
+        *TINY,
+        "--training.max_steps",
+        "5",
+    ]
     # The second stretch starts, spaCy clears model-last and model-best, and the kill comes before step 3's evaluation.
     assert resume_training.next_stretch(REPO / "configs" / "ner_cnn.cfg", out_dir, overrides) is not None
     assert not (out_dir / "model-last").exists()
@@ -130,6 +164,8 @@ def test_a_stretch_killed_before_its_first_evaluation_resumes_from_the_kept_poin
     assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2, 3, 5]
     # the stretch that logged nothing is not counted
     assert json.loads((out_dir / "resume.json").read_text())["stretches"] == [
-        {"first_step": 0, "last_step": 2}, {"first_step": 3, "last_step": 5}]
+        {"first_step": 0, "last_step": 2},
+        {"first_step": 3, "last_step": 5},
+    ]
     assert json.loads(metrics_file.read_text())["training"]["steps"] == 5
     assert (out_dir / "model-best" / "meta.json").is_file()
