@@ -281,6 +281,12 @@ def interrupted_embed(tmp_path, bilm_files, monkeypatch):
     return out, resume
 
 
+def saved_state(out):
+    """The one state file a stateful run keeps: OUTPUT.state-N.npz of its last checkpoint."""
+    (state,) = out.parent.glob(out.name + ".state-*.npz")
+    return state
+
+
 @pytest.mark.parametrize(
     "suffix,content",
     [
@@ -292,12 +298,6 @@ def interrupted_embed(tmp_path, bilm_files, monkeypatch):
         (".state.npz", None),
     ],
 )
-def saved_state(out):
-    """The one state file a stateful run keeps: OUTPUT.state-N.npz of its last checkpoint."""
-    (state,) = out.parent.glob(out.name + ".state-*.npz")
-    return state
-
-
 def test_damaged_embed_resume_files_are_named_with_what_to_do(interrupted_embed, suffix, content):
     from spacy_elmo.errors import EmbedInputError
 
