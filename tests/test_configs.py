@@ -56,7 +56,7 @@ def corpus(tmp_path_factory):
     return root
 
 
-def spacy_train(config, train, corpus, output, *extra):
+def spacy_train(config, train, corpus, output, *extra, steps=STEPS):
     cmd = [
         sys.executable,
         "-m",
@@ -69,7 +69,7 @@ def spacy_train(config, train, corpus, output, *extra):
         str(corpus / train),
         "--paths.dev",
         str(corpus / train),
-        *STEPS,
+        *steps,
         *extra,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -241,28 +241,16 @@ def test_every_search_config_trains_two_steps(corpus, tmp_path, config):
         "--paths.elmo_weights",
         str(corpus / "weights.hdf5"),
     ]
-    cmd = [
-        sys.executable,
-        "-m",
-        "spacy",
-        "train",
-        str(CONFIGS / config),
-        "--output",
-        str(tmp_path),
-        "--paths.train",
-        str(corpus / train_file(config)),
-        "--paths.dev",
-        str(corpus / train_file(config)),
+    spacy_train(
+        config,
+        train_file(config),
+        corpus,
+        tmp_path,
         "--paths.vectors",
         str(corpus / "vectors"),
-        "--training.max_steps",
-        "2",
-        "--training.eval_frequency",
-        "1",
         *(elmo_paths if with_elmo else []),
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        steps=["--training.max_steps", "2", "--training.eval_frequency", "1"],
+    )
     nlp = spacy.load(tmp_path / "model-last")
     assert nlp.pipe_names == (["elmo", component] if with_elmo else ["tok2vec", component])
     assert nlp.vocab.vectors.shape[1] == 5
