@@ -56,6 +56,12 @@ def training_summary(log_file: Path) -> Dict[str, Any]:
     }
 
 
+def training_minutes(training: Dict[str, Any]) -> float:
+    """A record's training time: the log's seconds, which cover every stretch of a resumed
+    run (``wall_seconds`` is the last stretch's, with start-up and saving)."""
+    return training["seconds"] / 60
+
+
 def elmo_mix(model_dir: Path) -> Optional[Dict[str, Any]]:
     """Each listening component's learned softmax(s) and gamma, if the pipeline has ELMo."""
     import spacy

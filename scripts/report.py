@@ -22,7 +22,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import typer
 from confection import Config
 from conll import LABELS as ENTITY_TYPES
+from experiment import training_minutes
 from project_errors import ProjectDataError
+from search_table import SEARCH_PREFIX, search_lines
 from sentiment import FINE_LABELS as SENTIMENT_LABELS
 from ship import earlier_totals, warm_start_provenance
 
@@ -116,7 +118,7 @@ def training_columns(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
         "best_dev": [t["best_dev_score"] for t in training],
         "epochs": [t["epochs"] for t in training],
         "steps": [t["steps"] for t in training],
-        "minutes": [t["wall_seconds"] / 60 for t in training],
+        "minutes": [training_minutes(t) for t in training],
     }
 
 
@@ -253,7 +255,7 @@ def markdown(summary, runs, pretrain_lines, title: str, investigations=None, bil
             )
     out += [
         "",
-        "Mean ± sample standard deviation over seeds. Minutes: wall time of `spacy train`.",
+        "Mean ± sample standard deviation over seeds. Minutes: training time of `spacy train` (its log; all stretches of a resumed run).",
         "",
         "## Targets",
         "",
@@ -269,7 +271,10 @@ def markdown(summary, runs, pretrain_lines, title: str, investigations=None, bil
         ]
         for run, component, weights, gamma in mixes:
             out.append(f"| `{run}` | {component} | " + " | ".join(f"{w:.3f}" for w in weights) + f" | {gamma:.3f} |")
-    out += investigation_lines(investigations or {}, bilm_dir, runs)
+    investigations = investigations or {}
+    out += search_lines(investigations, runs)
+    others = {name: records for name, records in investigations.items() if not name.startswith(SEARCH_PREFIX)}
+    out += investigation_lines(others, bilm_dir, runs)
     out += ["", "## The biLM", ""] + pretrain_lines
     out += ["", "## Context: the paper", "", PAPER_CONTEXT, ""]
     return "\n".join(out)
@@ -312,7 +317,7 @@ def investigation_lines(
         out.append(
             f"| `{name}` | `{Path(records[0]['config']).name}` | {changed_settings(records[0]['overrides'], bilm_dir)} | "
             f"{fmt([t['best_dev_score'] for t in training])} | {fmt([t['epochs'] for t in training], 1, 0)} | "
-            f"{fmt([t['wall_seconds'] / 60 for t in training], 1, 1)} | {len(records)} |"
+            f"{fmt([training_minutes(t) for t in training], 1, 1)} | {len(records)} |"
         )
     return out
 

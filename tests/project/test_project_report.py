@@ -3,7 +3,8 @@
 import json
 
 from experiment import training_summary
-from report import investigation_lines, pretrain_section
+from report import investigation_lines, markdown, pretrain_section
+from search_table import search_lines
 
 BILM = ["--paths.elmo_options", "training/bilm/options.json", "--paths.elmo_weights", "training/bilm/weights.hdf5"]
 
@@ -14,7 +15,7 @@ def record(seed, dev, config="configs/textcat_elmo.cfg", overrides=(), test=None
         "config": config,
         "overrides": list(overrides),
         "test": test,
-        "training": {"best_dev_score": dev, "epochs": 10, "wall_seconds": 120.0},
+        "training": {"best_dev_score": dev, "epochs": 10, "seconds": 120.0, "wall_seconds": 30.0},
     }
 
 
@@ -94,3 +95,53 @@ def test_the_probe_table_comes_into_results_md_under_its_own_heading(tmp_path):
         "|---|---|",
         "| biLM: layer 0 (char CNN) | 90.0 |",
     ]
+
+
+def search_record(dev, accuracy=None, seconds=600.0):
+    scores = {"cats_micro_f": accuracy} if accuracy is not None else {"ents_f": dev}
+    return {
+        "seed": 0,
+        "config": "configs/search/x.cfg",
+        "overrides": [],
+        "test": None,
+        "training": {"best_dev_score": dev, "best_dev_scores": scores, "epochs": 5, "seconds": seconds},
+    }
+
+
+def test_the_search_table_pairs_each_candidate_with_its_own_baseline():
+    investigations = {
+        "search_ner_vectors_bilstm": [search_record(0.9050)],
+        "search_ner_vectors_elmo_bilstm": [search_record(0.9231, seconds=1200.0)],
+        "search_ner_vectors_elmo_bilstm_both": [search_record(0.9240)],
+        "search_sentiment_vectors_elmo_attn": [search_record(0.4612, accuracy=0.5301)],
+        "sentiment_elmo_layer_norm": [search_record(0.43, accuracy=0.5)],
+    }
+    scored = {
+        "ner_vectors": [record(0, 0.8999, test={})],
+        "ner_vectors_elmo": [record(0, 0.9128, test={}), record(1, 0.95, test={})],
+    }
+    lines = search_lines(investigations, scored)
+    rows = [line for line in lines if line.startswith("| ner") or line.startswith("| sentiment")]
+    assert rows[0].startswith("| ner | `efficiency`") and "| 89.99 | 91.28 | +1.29 | 2 / 2 |" in rows[0]
+    assert "| 90.50 | 92.31 | +1.81 | 10 / 20 |" in rows[1] and "`bilstm`" in rows[1]
+    # "both" pairs with the plain candidate's baseline
+    assert "`bilstm_both`" in rows[2] and "| 90.50 | 92.40 | +1.90 |" in rows[2]
+    # a pair whose baseline has not run yet: shown, no gain; sentiment shows macro F1 / accuracy
+    assert "| (not run) | 46.12 / 53.01 | - | - / 10 |" in rows[3]
+    assert len(rows) == 4  # the layer-norm investigation is not a search run
+    assert "- ner: highest dev with ELMo so far: `bilstm_both` (92.40; ELMo candidates run: 3)" in lines
+
+
+def test_the_report_lists_search_runs_in_their_table_only():
+    investigations = {
+        "search_ner_vectors_elmo_bilstm": [search_record(0.9231)],
+        "sentiment_elmo_layer_norm": [record(0, 0.4349)],
+    }
+    text = markdown({}, {}, [], "t", investigations)
+    search, others = text.split("## Investigations")
+    assert "search_ner_vectors_elmo_bilstm" not in others and "`bilstm`" in search
+    assert "sentiment_elmo_layer_norm" in others
+
+
+def test_no_search_runs_no_search_table():
+    assert search_lines({"sentiment_elmo_layer_norm": [record(0, 0.4)]}, {}) == []
