@@ -96,6 +96,8 @@ def read_sentences(path: Path, limit: Optional[int]) -> List[Tuple[List[str], Li
     """The .spacy file's sentences as (words, spaces), the first ``limit`` of them."""
     if not path.is_file():
         raise SystemExit(f"error: no such .spacy file: {path}")
+    if path.stat().st_size == 0:
+        raise SystemExit(f"error: {path} is empty (0 bytes), not a .spacy file")
     docs = DocBin().from_disk(path).get_docs(spacy.blank("en").vocab)
     sentences = []
     for doc in docs:

@@ -2,8 +2,10 @@
 
     python scripts/report.py METRICS_DIR REPORTS_DIR [--bilm-dir training/bilm] [--title ...]
 
-Reads ``METRICS_DIR/<run>/seed*.json`` (written by ``experiment``) and the
-pretraining output, and writes ``REPORTS_DIR/results.md``,
+Reads ``METRICS_DIR/<run>/seed*.json`` (written by ``experiment``), the
+pretraining output and, where the ``speed`` command measured them,
+``METRICS_DIR/speed_{ner,sentiment}.json`` (``benchmarks/bench_trained.py``: a
+words/s column beside each config's score), and writes ``REPORTS_DIR/results.md``,
 ``REPORTS_DIR/scores.png``, ``REPORTS_DIR/pretrain_curve.png``,
 ``REPORTS_DIR/layer_weights.png`` and ``METRICS_DIR/summary.json``.
 
@@ -214,7 +216,44 @@ def corpus_lines(config_text: str) -> List[str]:
     ]
 
 
-def markdown(summary, runs, pretrain_lines, title: str, investigations=None, bilm_dir=None) -> str:
+# benchmarks/bench_trained.py's output (the `speed` command), by task: METRICS_DIR/speed_<task>.json.
+SPEED_TASKS = ("ner", "sentiment")
+
+
+def load_speeds(metrics_dir: Path) -> Dict[str, Dict[str, Any]]:
+    """Each task's speed record (words/s of its trained pipelines), where one was measured."""
+    paths = {task: metrics_dir / f"speed_{task}.json" for task in SPEED_TASKS}
+    return {task: json.loads(path.read_text(encoding="utf8")) for task, path in paths.items() if path.is_file()}
+
+
+def score_table(
+    columns: List[str], rows: List[Tuple[str, List[str]]], speed: Optional[Dict[str, Any]] = None
+) -> List[str]:
+    """A results table; with a speed record, a words/s column beside the score (the third
+    column; "-" for a run it did not time) and a line under the table saying how it was measured."""
+    if speed is not None:
+        columns = columns[:3] + ["words/s"] + columns[3:]
+        rows = [(name, cells[:3] + [words_per_second_cell(speed, name)] + cells[3:]) for name, cells in rows]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cells) + " |" for _, cells in rows]
+    return lines + (["", speed_note(speed)] if speed is not None else [])
+
+
+def words_per_second_cell(speed: Dict[str, Any], name: str) -> str:
+    run = speed["runs"].get(name)
+    return f"{run['words_per_second']:,.0f}" if run else "-"
+
+
+def speed_note(speed: Dict[str, Any]) -> str:
+    return (
+        f"words/s: each config's seed-{speed['seed']} pipeline (`model-best`) on the test split "
+        f"({speed['sentences']:,} sentences, {speed['words']:,} words, one Doc each), `nlp.pipe`, the median of "
+        f"{speed['repeats']} passes after a warm-up; one run for all configs, on {speed['cpu']} with "
+        f"{speed['threads']} threads for torch, {speed['date']}: `{speed['command']}`."
+    )
+
+
+def markdown(summary, runs, pretrain_lines, title: str, investigations=None, bilm_dir=None, speeds=None) -> str:
     out = [
         f"# {title}",
         "",
@@ -222,37 +261,42 @@ def markdown(summary, runs, pretrain_lines, title: str, investigations=None, bil
         f"{platform.processor() or platform.machine()}, {platform.system()}.",
         "",
     ]
-    out += [
-        "## NER: CoNLL-2003 English (test = testb, gold tokens and sentences)",
-        "",
-        "| config | token representation | test F1 | P | R | "
-        + " | ".join(ENTITY_TYPES)
-        + " | best dev F1 | epochs | steps | minutes | seeds |",
-        "|---|---|---|---|---|" + "---|" * len(ENTITY_TYPES) + "---|---|---|---|---|",
+    speeds = speeds or {}
+    ner_rows = [
+        (
+            name,
+            [f"`{name}`", described, fmt(s["f1"]), fmt(s["p"]), fmt(s["r"])]
+            + [fmt(s["per_type"][e]) for e in ENTITY_TYPES]
+            + [fmt(s["best_dev"]), fmt(s["epochs"], 1, 0), fmt(s["steps"], 1, 0), fmt(s["minutes"], 1, 1)]
+            + [str(s["n_seeds"])],
+        )
+        for name, described in NER_RUNS
+        if (s := summary.get(name))
     ]
-    for name, described in NER_RUNS:
-        if name in summary:
-            s = summary[name]
-            out.append(
-                f"| `{name}` | {described} | {fmt(s['f1'])} | {fmt(s['p'])} | {fmt(s['r'])} | "
-                + " | ".join(fmt(s["per_type"][e]) for e in ENTITY_TYPES)
-                + f" | {fmt(s['best_dev'])} | {fmt(s['epochs'], 1, 0)} | {fmt(s['steps'], 1, 0)} | {fmt(s['minutes'], 1, 1)} | {s['n_seeds']} |"
-            )
-    out += [
-        "",
-        "## Sentiment: movie-review snippets, 5 classes (test split of the seeded 80/10/10 split)",
-        "",
-        "| config | token representation | test accuracy | macro F1 | neutral F1 | best dev | epochs | steps | minutes | seeds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+    out += ["## NER: CoNLL-2003 English (test = testb, gold tokens and sentences)", ""]
+    out += score_table(
+        ["config", "token representation", "test F1", "P", "R", *ENTITY_TYPES]
+        + ["best dev F1", "epochs", "steps", "minutes", "seeds"],
+        ner_rows,
+        speeds.get("ner"),
+    )
+    sentiment_rows = [
+        (
+            name,
+            [f"`{name}`", described, fmt(s["accuracy"]), fmt(s["macro_f1"]), fmt(s["per_label"]["neutral"])]
+            + [fmt(s["best_dev"]), fmt(s["epochs"], 1, 0), fmt(s["steps"], 1, 0), fmt(s["minutes"], 1, 1)]
+            + [str(s["n_seeds"])],
+        )
+        for name, described in SENTIMENT_RUNS
+        if (s := summary.get(name))
     ]
-    for name, described in SENTIMENT_RUNS:
-        if name in summary:
-            s = summary[name]
-            out.append(
-                f"| `{name}` | {described} | {fmt(s['accuracy'])} | {fmt(s['macro_f1'])} | "
-                f"{fmt(s['per_label']['neutral'])} | {fmt(s['best_dev'])} | {fmt(s['epochs'], 1, 0)} | "
-                f"{fmt(s['steps'], 1, 0)} | {fmt(s['minutes'], 1, 1)} | {s['n_seeds']} |"
-            )
+    out += ["", "## Sentiment: movie-review snippets, 5 classes (test split of the seeded 80/10/10 split)", ""]
+    out += score_table(
+        ["config", "token representation", "test accuracy", "macro F1", "neutral F1"]
+        + ["best dev", "epochs", "steps", "minutes", "seeds"],
+        sentiment_rows,
+        speeds.get("sentiment"),
+    )
     out += [
         "",
         "Mean ± sample standard deviation over seeds. Minutes: training time of `spacy train` (its log; all stretches of a resumed run).",
@@ -439,7 +483,9 @@ def main(
     investigations = load_runs(investigations_dir, dev_only=True) if investigations_dir else {}
     pretrain_lines, pretrain_records = pretrain_section(bilm_dir)
     reports_dir.mkdir(parents=True, exist_ok=True)
-    results = markdown(summary, runs, pretrain_lines, title, investigations, bilm_dir) + other_sections(reports_dir)
+    speeds = load_speeds(metrics_dir)
+    results = markdown(summary, runs, pretrain_lines, title, investigations, bilm_dir, speeds)
+    results += other_sections(reports_dir)
     (reports_dir / "results.md").write_text(results, encoding="utf8")
     written = plots(summary, runs, pretrain_records, reports_dir)
     (metrics_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf8")

@@ -1,0 +1,151 @@
+"""Words/s of the project's trained pipelines, every config in one run: what each point of F1 costs.
+
+    python benchmarks/bench_trained.py DATA OUTPUT (--task TASK | --runs NAME [NAME ...])
+        [--training-dir training] [--seed 0] [--threads 2] [--repeats 3] [--limit N] [--batch-size N]
+
+Times each run's ``TRAINING_DIR/NAME/seed{SEED}/model-best`` (the pipeline
+``scripts/experiment.py`` keeps) on the same sentences of DATA (the task's test
+split): ``--runs`` names the runs, ``--task ner`` takes every run called
+``ner_*`` that has that pipeline. The timing is bench_pipelines.py's: one
+pre-tokenised Doc per sentence, ``nlp.pipe`` at the pipeline's own ``[nlp]
+batch_size`` (``--batch-size`` sets one for all), words/s the median of
+``--repeats`` passes after a warm-up, ``--threads`` for torch (the biLM; thinc's
+CPU ops run on one thread). ELMo runs at the precision it was saved with, its
+output cache off and its type cache cold at each pass, so no pass is a cache hit.
+
+Prints the CPU and a table, and writes OUTPUT (JSON: the CPU, threads, repeats,
+date, this command, the sentences and words timed, and per run its pipeline,
+words/s, batch size and ELMo precision), which ``scripts/report.py`` puts beside
+each config's score.
+"""
+
+import argparse
+import gc
+import json
+import shlex
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Any, Dict, List
+
+import spacy
+import torch
+from bench_pipelines import read_sentences, words_per_second
+from machine import cpu_model, header
+from spacy.util import load_config
+
+from spacy_elmo.io import atomic_path
+
+
+def pipeline_path(training_dir: Path, run: str, seed: int) -> Path:
+    return training_dir / run / f"seed{seed}" / "model-best"
+
+
+def find_runs(training_dir: Path, task: str, seed: int) -> List[str]:
+    """Every ``TASK_*`` run under ``training_dir`` with a trained pipeline for ``seed``, by name."""
+    runs = sorted(p.name for p in training_dir.glob(f"{task}_*") if pipeline_path(training_dir, p.name, seed).is_dir())
+    if not runs:
+        raise SystemExit(f"error: no {task}_* run under {training_dir} has seed{seed}/model-best")
+    return runs
+
+
+def check_runs(training_dir: Path, runs: List[str], seed: int) -> Dict[str, Path]:
+    """Each run's pipeline directory; an error naming the first run without one, before any timing."""
+    paths = {run: pipeline_path(training_dir, run, seed) for run in runs}
+    for run, path in paths.items():
+        if not (path / "config.cfg").is_file():
+            raise SystemExit(f"error: run {run} has no trained pipeline for seed {seed}: no {path}/config.cfg")
+    return paths
+
+
+def load_trained(path: Path):
+    """The pipeline as saved (ELMo at its saved precision), ELMo's output cache off."""
+    has_elmo = "elmo" in load_config(path / "config.cfg")["nlp"]["pipeline"]
+    return spacy.load(path, config={"components": {"elmo": {"cache_size_mb": 0}}} if has_elmo else {})
+
+
+def time_run(path: Path, sentences, args) -> Dict[str, Any]:
+    nlp = load_trained(path)
+    batch_size = args.batch_size or nlp.batch_size  # by default each pipeline's own, as nlp.pipe does
+    result = {
+        "pipeline": str(path),
+        "precision": nlp.get_pipe("elmo").model.attrs["precision"] if "elmo" in nlp.pipe_names else None,
+        "batch_size": batch_size,
+        "words_per_second": round(words_per_second(nlp, sentences, batch_size, args.repeats), 1),
+    }
+    del nlp
+    gc.collect()
+    return result
+
+
+def print_table(results: Dict[str, Dict[str, Any]]) -> None:
+    print("| run | ELMo precision | batch | words/s | pipeline |")
+    print("| --- | --- | ---: | ---: | --- |")
+    for run, r in results.items():
+        print(
+            f"| {run} | {r['precision'] or '-'} | {r['batch_size']} | {r['words_per_second']:,.0f} | {r['pipeline']} |"
+        )
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("data", type=Path, help="a .spacy file: the task's test split (e.g. corpus/conll/test.spacy)")
+    parser.add_argument("output", type=Path, help="the JSON file to write (e.g. metrics/speed_ner.json)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--task", help="time every run called TASK_* that has a trained pipeline (e.g. ner)")
+    which.add_argument("--runs", nargs="+", help="time these runs (their names under --training-dir)")
+    parser.add_argument("--training-dir", type=Path, default=Path("training"), help="where experiment.py trained")
+    parser.add_argument("--seed", type=int, default=0, help="whose model-best is timed")
+    parser.add_argument("--threads", type=int, default=2, help="torch's threads (the biLM)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed passes per run (the median is reported)")
+    parser.add_argument("--limit", type=int, default=0, help="the first N sentences only (0: all)")
+    parser.add_argument(
+        "--batch-size", type=int, default=0, help="nlp.pipe's batch size for every run (0: each pipeline's own)"
+    )
+    args = parser.parse_args(argv)
+    for name in ("threads", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    if args.limit < 0 or args.batch_size < 0:
+        parser.error("--limit and --batch-size must be 0 or more")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    runs = args.runs or find_runs(args.training_dir, args.task, args.seed)
+    paths = check_runs(args.training_dir, runs, args.seed)
+    sentences = read_sentences(args.data, args.limit)
+    torch.set_num_threads(args.threads)
+    words = sum(len(w) for w, _ in sentences)
+    print(header(args.threads))
+    print(
+        f"{len(sentences)} sentences, {words} words of {args.data}; nlp.pipe (batch: each pipeline's own); "
+        f"words/s: median of {args.repeats} passes after a warm-up; seed {args.seed}'s model-best of each run"
+    )
+    results = {}
+    for run, path in paths.items():
+        results[run] = time_run(path, sentences, args)
+        print(f"{run}: {results[run]['words_per_second']:,.0f} words/s", flush=True)
+    print_table(results)
+    record = {
+        "cpu": cpu_model(),
+        "torch": torch.__version__,
+        "threads": args.threads,
+        "repeats": args.repeats,
+        "date": date.today().isoformat(),
+        "command": shlex.join(["python", *(sys.argv if argv is None else [__file__, *argv])]),
+        "data": str(args.data),
+        "seed": args.seed,
+        "sentences": len(sentences),
+        "words": words,
+        "runs": results,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(args.output) as tmp:
+        tmp.write_text(json.dumps(record, indent=2), encoding="utf8")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
