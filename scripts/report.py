@@ -26,7 +26,7 @@ from confection import Config
 from conll import LABELS as ENTITY_TYPES
 from experiment import training_minutes
 from project_errors import ProjectDataError
-from search_table import SEARCH_PREFIX, search_lines
+from search_table import SEARCH_PREFIX, adaptation_lines, search_lines
 from sentiment import FINE_LABELS as SENTIMENT_LABELS
 from ship import earlier_totals, warm_start_provenance
 
@@ -253,7 +253,9 @@ def speed_note(speed: Dict[str, Any]) -> str:
     )
 
 
-def markdown(summary, runs, pretrain_lines, title: str, investigations=None, bilm_dir=None, speeds=None) -> str:
+def markdown(
+    summary, runs, pretrain_lines, title: str, investigations=None, bilm_dir=None, speeds=None, adapted_dir=None
+) -> str:
     out = [
         f"# {title}",
         "",
@@ -317,6 +319,7 @@ def markdown(summary, runs, pretrain_lines, title: str, investigations=None, bil
             out.append(f"| `{run}` | {component} | " + " | ".join(f"{w:.3f}" for w in weights) + f" | {gamma:.3f} |")
     investigations = investigations or {}
     out += search_lines(investigations, runs)
+    out += adaptation_lines(investigations, adapted_dir)
     others = {name: records for name, records in investigations.items() if not name.startswith(SEARCH_PREFIX)}
     out += investigation_lines(others, bilm_dir, runs)
     out += ["", "## The biLM", ""] + pretrain_lines
@@ -473,6 +476,11 @@ def main(
     investigations_dir: Optional[Path] = typer.Option(
         None, "--investigations-dir", help="dev-only runs of `investigate` to list too (e.g. metrics/investigate)"
     ),
+    adapted_dir: Optional[Path] = typer.Option(
+        None,
+        "--adapted-dir",
+        help="the folder of adapt-bilm's bilm_adapted_<task>/ (e.g. training), for their perplexities",
+    ),
 ):
     """Write results.md, the plots and metrics/summary.json."""
     # The learning curve's runs (curve_*) have their own report (learning_curve.py).
@@ -484,7 +492,7 @@ def main(
     pretrain_lines, pretrain_records = pretrain_section(bilm_dir)
     reports_dir.mkdir(parents=True, exist_ok=True)
     speeds = load_speeds(metrics_dir)
-    results = markdown(summary, runs, pretrain_lines, title, investigations, bilm_dir, speeds)
+    results = markdown(summary, runs, pretrain_lines, title, investigations, bilm_dir, speeds, adapted_dir)
     results += other_sections(reports_dir)
     (reports_dir / "results.md").write_text(results, encoding="utf8")
     written = plots(summary, runs, pretrain_records, reports_dir)

@@ -9,8 +9,10 @@ it. Today's efficiency configs are the first candidate: their seed-0 runs from t
 table (``<task>_vectors`` / ``<task>_vectors_elmo``), their best dev only.
 """
 
+import json
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
 
 from experiment import training_minutes
 
@@ -28,6 +30,10 @@ CANDIDATES = {
     "attn": "efficiency tok2vec, parametric attention (TextCatParametricAttention)",
 }
 TASKS = ("ner", "sentiment")
+# ELMo at the encoder's input and output: pairs with the plain candidate's baseline.
+BOTH = "_both"
+# The candidate run again with the task-adapted biLM (`search-adapted`).
+ADAPTED = "_adapted"
 SEED = 0
 
 
@@ -43,34 +49,46 @@ def seed_record(records: Optional[List[Dict[str, Any]]]) -> Optional[Dict[str, A
     return next((r for r in records or [] if r["seed"] == SEED), None)
 
 
+def parse_run_name(name: str) -> Optional[Tuple[str, bool, str]]:
+    """``search_<task>_vectors[_elmo][_<candidate>]`` -> (task, with ELMo, candidate);
+    no candidate part is the efficiency pair (``search-*`` re-runs of today's configs)."""
+    for task in TASKS:
+        stem = f"{SEARCH_PREFIX}{task}_vectors"
+        for with_elmo, prefix in ((True, stem + "_elmo"), (False, stem)):
+            if name == prefix:
+                return task, with_elmo, "efficiency"
+            if name.startswith(prefix + "_"):
+                return task, with_elmo, name[len(prefix) + 1 :]
+    return None
+
+
+def search_runs(investigations: Records) -> Dict[Tuple[str, bool, str], Dict[str, Any]]:
+    """Every search run's seed-0 record by (task, with ELMo, candidate)."""
+    found = {}
+    for name, records in investigations.items():
+        parsed = parse_run_name(name)
+        record = seed_record(records)
+        if parsed is not None and record is not None:
+            found[parsed] = record
+    return found
+
+
 def search_pairs(investigations: Records, scored_runs: Records) -> List[Pair]:
-    """The efficiency pair of each task (from the scored runs), then every search candidate."""
+    """Each task's efficiency pair (the scored runs' seed 0 unless the search re-ran it),
+    then every candidate; runs with an adapted biLM are left to ``adaptation_lines``."""
+    runs = search_runs(investigations)
     pairs = []
     for task in TASKS:
-        baseline = seed_record(scored_runs.get(f"{task}_vectors"))
-        elmo = seed_record(scored_runs.get(f"{task}_vectors_elmo"))
-        if baseline or elmo:
-            pairs.append(Pair(task, "efficiency", baseline, elmo))
-        candidates = set()
-        for name in investigations:
-            for kind in ("vectors_elmo_", "vectors_"):
-                prefix = f"{SEARCH_PREFIX}{task}_{kind}"
-                if name.startswith(prefix):
-                    candidates.add(name[len(prefix) :])
-                    break
-        for candidate in sorted(candidates, key=lambda c: (c.removesuffix("_both"), c)):
-            baseline_name = f"{SEARCH_PREFIX}{task}_vectors_{candidate.removesuffix('_both')}"
-            elmo_name = f"{SEARCH_PREFIX}{task}_vectors_elmo_{candidate}"
-            if candidate.endswith("_both") and elmo_name not in investigations:
-                continue
-            pairs.append(
-                Pair(
-                    task,
-                    candidate,
-                    seed_record(investigations.get(baseline_name)),
-                    seed_record(investigations.get(elmo_name)),
-                )
-            )
+        for with_elmo, run in ((False, f"{task}_vectors"), (True, f"{task}_vectors_elmo")):
+            scored = seed_record(scored_runs.get(run))
+            if scored is not None:
+                runs.setdefault((task, with_elmo, "efficiency"), scored)
+        candidates = {c for (t, _, c) in runs if t == task and not c.endswith(ADAPTED)}
+        for candidate in sorted(candidates, key=lambda c: (c != "efficiency", c.removesuffix(BOTH), c)):
+            if candidate.endswith(BOTH) and (task, True, candidate) not in runs:
+                continue  # a baseline-only name ending in _both is no candidate
+            baseline = runs.get((task, False, candidate.removesuffix(BOTH)))
+            pairs.append(Pair(task, candidate, baseline, runs.get((task, True, candidate))))
     return pairs
 
 
@@ -143,3 +161,53 @@ def best_lines(pairs: List[Pair]) -> List[str]:
             f"ELMo candidates run: {n_run})"
         )
     return [""] + out if out else []
+
+
+def adapted_perplexity(adapted_dir: Optional[Path], task: str, when: str) -> Optional[float]:
+    """The mean perplexity on the task's dev text (``adapt-perplexity``): ``when`` is
+    "before" (the starting biLM with its head-only LM head) or "after"."""
+    if adapted_dir is None:
+        return None
+    path = adapted_dir / f"bilm_adapted_{task}" / f"perplexity_{when}.json"
+    return json.loads(path.read_text(encoding="utf8"))["mean"] if path.is_file() else None
+
+
+def adaptation_lines(investigations: Records, adapted_dir: Optional[Path]) -> List[str]:
+    """``adapt-bilm``'s section: dev perplexity before and after, and each candidate run
+    with the general and the adapted biLM ([] when neither exists)."""
+    runs = search_runs(investigations)
+    rows, verdicts = [], []
+    for task in TASKS:
+        before, after = (adapted_perplexity(adapted_dir, task, when) for when in ("before", "after"))
+        perplexity = f"{before:.1f} -> {after:.1f}" if before is not None and after is not None else "-"
+        adapted = sorted(c for (t, e, c) in runs if t == task and e and c.endswith(ADAPTED))
+        for candidate in adapted or [None]:
+            if candidate is None and perplexity == "-":
+                continue
+            plain = candidate.removesuffix(ADAPTED) if candidate else None
+            general_run = runs.get((task, True, plain)) if plain else None
+            adapted_run = runs.get((task, True, candidate)) if candidate else None
+            general, better = dev_value(general_run), dev_value(adapted_run)
+            change = f"{better - general:+.2f}" if general is not None and better is not None else "-"
+            rows.append(
+                f"| {task} | {perplexity} | `{plain or '-'}` | {dev_cell(task, general_run) if plain else '-'} | "
+                f"{dev_cell(task, adapted_run) if candidate else '-'} | {change} |"
+            )
+            if general is not None and better is not None:
+                keep = "the adapted biLM" if better > general else "the general biLM"
+                verdicts.append(f"- {task}, `{plain}`: {change} on dev with the adapted biLM: keep {keep}")
+    if not rows:
+        return []
+    return [
+        "",
+        "## The biLM adapted to the task's text (`adapt-bilm`; dev split only, seed 0)",
+        "",
+        "The bundled biLM continued on each task's training text only (`adapt-bilm`; never dev or test). "
+        "Perplexity: the task's dev text, mean of both directions, the starting biLM with a head-only LM head "
+        "-> the adapted biLM (`adapt-perplexity`). Dev scores as in the search table.",
+        "",
+        "| task | dev perplexity | candidate | dev, general biLM | dev, adapted biLM | change |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        *([""] + verdicts if verdicts else []),
+    ]

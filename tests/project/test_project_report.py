@@ -4,7 +4,7 @@ import json
 
 from experiment import training_summary
 from report import investigation_lines, markdown, pretrain_section
-from search_table import search_lines
+from search_table import adaptation_lines, search_lines
 
 BILM = ["--paths.elmo_options", "training/bilm/options.json", "--paths.elmo_weights", "training/bilm/weights.hdf5"]
 
@@ -145,3 +145,45 @@ def test_the_report_lists_search_runs_in_their_table_only():
 
 def test_no_search_runs_no_search_table():
     assert search_lines({"sentiment_elmo_layer_norm": [record(0, 0.4)]}, {}) == []
+
+
+def test_the_search_re_run_of_the_efficiency_pair_wins_over_the_scored_seed():
+    investigations = {
+        "search_ner_vectors": [search_record(0.9001)],
+        "search_ner_vectors_elmo": [search_record(0.9140)],
+    }
+    scored = {"ner_vectors": [record(0, 0.8999, test={})]}
+    rows = [line for line in search_lines(investigations, scored) if line.startswith("| ner")]
+    # one efficiency pair, from the search runs; no bogus "elmo" candidate
+    assert len(rows) == 1 and "`efficiency`" in rows[0] and "| 90.01 | 91.40 | +1.39 |" in rows[0]
+
+
+def test_the_adaptation_section_compares_the_general_and_the_adapted_biLM(tmp_path):
+    for task, before, after in (("ner", 180.04, 95.5), ("sentiment", 240.0, 150.25)):
+        folder = tmp_path / f"bilm_adapted_{task}"
+        folder.mkdir()
+        (folder / "perplexity_before.json").write_text(json.dumps({"mean": before}), encoding="utf8")
+        (folder / "perplexity_after.json").write_text(json.dumps({"mean": after}), encoding="utf8")
+    investigations = {
+        "search_ner_vectors_elmo_bilstm": [search_record(0.9231)],
+        "search_ner_vectors_elmo_bilstm_adapted": [search_record(0.9262)],
+        "search_sentiment_vectors_elmo_reduce": [search_record(0.4569, accuracy=0.5292)],
+        "search_sentiment_vectors_elmo_reduce_adapted": [search_record(0.4501, accuracy=0.5311)],
+    }
+    lines = adaptation_lines(investigations, tmp_path)
+    assert "| ner | 180.0 -> 95.5 | `bilstm` | 92.31 | 92.62 | +0.31 |" in lines
+    assert "| sentiment | 240.0 -> 150.2 | `reduce` | 45.69 / 52.92 | 45.01 / 53.11 | -0.68 |" in lines
+    assert "- ner, `bilstm`: +0.31 on dev with the adapted biLM: keep the adapted biLM" in lines
+    assert "- sentiment, `reduce`: -0.68 on dev with the adapted biLM: keep the general biLM" in lines
+    # the adapted runs are not search candidates of their own
+    rows = [line for line in search_lines(investigations, {}) if line.startswith("| ")]
+    assert not any("adapted" in row for row in rows)
+
+
+def test_perplexities_without_adapted_runs_still_show_and_nothing_means_no_section(tmp_path):
+    assert adaptation_lines({}, tmp_path) == [] and adaptation_lines({}, None) == []
+    folder = tmp_path / "bilm_adapted_ner"
+    folder.mkdir()
+    for when, value in (("before", 200.0), ("after", 120.0)):
+        (folder / f"perplexity_{when}.json").write_text(json.dumps({"mean": value}), encoding="utf8")
+    assert "| ner | 200.0 -> 120.0 | `-` | - | - | - |" in adaptation_lines({}, tmp_path)

@@ -111,12 +111,18 @@ def test_a_task_without_runs_and_an_empty_data_file_are_refused(trained, tmp_pat
 
 def ner_record(f1: float):
     test = {"ents_f": f1, "ents_p": f1, "ents_r": f1, "ents_per_type": {}}
-    return {"test": test, "training": {"best_dev_score": f1, "epochs": 3, "steps": 200, "seconds": 60.0, "wall_seconds": 75.0}}
+    return {
+        "test": test,
+        "training": {"best_dev_score": f1, "epochs": 3, "steps": 200, "seconds": 60.0, "wall_seconds": 75.0},
+    }
 
 
 def sentiment_record(accuracy: float):
     test = {"cats_micro_f": accuracy, "cats_macro_f": accuracy, "cats_f_per_type": {}}
-    return {"test": test, "training": {"best_dev_score": accuracy, "epochs": 3, "steps": 200, "seconds": 60.0, "wall_seconds": 75.0}}
+    return {
+        "test": test,
+        "training": {"best_dev_score": accuracy, "epochs": 3, "steps": 200, "seconds": 60.0, "wall_seconds": 75.0},
+    }
 
 
 SPEED_NER = {
