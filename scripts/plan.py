@@ -17,7 +17,7 @@ they were measured and how), the one place to change on another machine.
 """
 
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 import typer
 
@@ -26,21 +26,27 @@ from spacy_elmo.pretrain import load_config
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
 
+def minute_items(text: str) -> List[Tuple[str, str]]:
+    """``NAME=MINUTES,...`` as (name, minutes text) pairs, in the given order."""
+    items = filter(None, (part.strip() for part in text.split(",")))
+    return [(name.strip(), value.strip()) for name, _, value in (item.partition("=") for item in items)]
+
+
 def parse_minutes(text: str, option: str = "--task-minutes") -> Dict[str, float]:
     """``RUN=MINUTES,...`` as a dict, in the given order (``~MINUTES``: an estimate, see ``basis``)."""
     minutes = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        name, _, value = item.partition("=")
+    for name, value in minute_items(text):
         try:
-            minutes[name.strip()] = float(value.strip().removeprefix("~"))
+            minutes[name] = float(value.removeprefix("~"))
         except ValueError:
+            item = f"{name}={value}" if value else name
             raise typer.BadParameter(f"expected NAME=MINUTES, got {item!r}", param_hint=option) from None
     return minutes
 
 
 def basis(text: str, name: str, minutes: float, unit: str) -> str:
     """ "measured: ..." or, for a value written ``~MINUTES``, "estimated (not measured yet): ..."."""
-    estimated = f"{name}=~" in text.replace(" ", "")
+    estimated = any(found == name and value.startswith("~") for found, value in minute_items(text))
     return f"{'estimated (not measured yet)' if estimated else 'measured'}: {minutes:g} {unit}"
 
 

@@ -82,31 +82,31 @@ def test_steps_run_once_are_counted_once(tmp_path):
     assert "| **total** | **126** (about 2.1 hours) | |" in text  # 5 + 66.7 + 45 + 9
 
 
-def test_plan_says_which_minutes_are_estimates(tmp_path):
-    result = run_cli(
-        plan.main,
-        [
-            CONFIGS / "pretrain_en.cfg",
-            tmp_path / "plan.md",
-            "--seeds",
-            "0",
-            "--tokens-per-sec",
-            "4096",
-            "--task-minutes",
-            "ner_elmo=15.1,ner_vectors_elmo=~17.3",
-            "--data-minutes",
-            "5",
-            "--machine",
-            "x",
-            "--other-minutes",
-            "probe=9,learning-curve=~95",
-        ],
-    )
+def one_seed_plan(tmp_path, task_minutes: str, other_minutes: str) -> str:
+    """plan.md for one seed with these minutes (the rest fixed)."""
+    args = [CONFIGS / "pretrain_en.cfg", tmp_path / "plan.md", "--seeds", "0", "--tokens-per-sec", "4096"]
+    args += ["--task-minutes", task_minutes, "--data-minutes", "5", "--machine", "x", "--other-minutes", other_minutes]
+    result = run_cli(plan.main, args)
     assert result.exit_code == 0, result.output
-    text = (tmp_path / "plan.md").read_text()
+    return (tmp_path / "plan.md").read_text()
+
+
+def test_plan_says_which_minutes_are_estimates(tmp_path):
+    text = one_seed_plan(tmp_path, "ner_elmo=15.1,ner_vectors_elmo=~17.3", "probe=9,learning-curve=~95")
     assert "| ner_elmo, 1 seed(s) | 15 | measured: 15.1 min/seed |" in text
     assert "| ner_vectors_elmo, 1 seed(s) | 17 | estimated (not measured yet): 17.3 min/seed |" in text
     assert "| learning-curve | 95 | estimated (not measured yet): 95 min |" in text
+
+
+def test_an_estimate_is_known_by_its_exact_name_spaces_included(tmp_path):
+    text = one_seed_plan(
+        tmp_path, "ner_vectors=16,ner_vectors_acc=~40", "learning-curve=516,learning-curve (chosen pair)=~425,curve=~3"
+    )
+    assert "| ner_vectors, 1 seed(s) | 16 | measured: 16 min/seed |" in text
+    assert "| ner_vectors_acc, 1 seed(s) | 40 | estimated (not measured yet): 40 min/seed |" in text
+    # "curve=~3" is no estimate of learning-curve
+    assert "| learning-curve | 516 | measured: 516 min |" in text
+    assert "| learning-curve (chosen pair) | 425 | estimated (not measured yet): 425 min |" in text
 
 
 def test_plan_counts_the_steps_the_workflow_runs_of_a_warm_start_config(tmp_path):

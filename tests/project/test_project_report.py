@@ -187,3 +187,132 @@ def test_perplexities_without_adapted_runs_still_show_and_nothing_means_no_secti
     for when, value in (("before", 200.0), ("after", 120.0)):
         (folder / f"perplexity_{when}.json").write_text(json.dumps({"mean": value}), encoding="utf8")
     assert "| ner | 200.0 -> 120.0 | `-` | - | - | - |" in adaptation_lines({}, tmp_path)
+
+
+def scored(seed, score, dev, config, task="ner"):
+    """A scored seed as experiment writes it: test scores (NER or sentiment) and the training summary."""
+    if task == "ner":
+        test = {"ents_f": score, "ents_p": score, "ents_r": score, "ents_per_type": {}}
+    else:
+        test = {"cats_micro_f": score, "cats_macro_f": score - 0.05, "cats_f_per_type": {}}
+    training = {"best_dev_score": dev, "epochs": 4, "steps": 800, "seconds": 600.0, "wall_seconds": 610.0}
+    return {"name": "x", "seed": seed, "config": config, "overrides": [], "test": test, "training": training}
+
+
+def three_seeds(mean, dev, config, task="ner"):
+    """Three seeds whose test scores average to MEAN, one point apart (mean - 0.01, mean, mean + 0.01)."""
+    return [scored(seed, mean + (seed - 1) / 100, dev, config, task) for seed in range(3)]
+
+
+def target(lines, start):
+    return next(line for line in lines if line.startswith(start))
+
+
+def test_the_level_target_says_by_how_much_it_is_missed_and_the_stretch():
+    import report
+
+    lines = {}
+    for f1 in (0.8840, 0.8950, 0.9020):
+        runs = {
+            "ner_vectors_acc": three_seeds(0.8600, 0.88, "configs/search/ner_vectors_bilstm.cfg"),
+            "ner_vectors_elmo_acc": three_seeds(f1, 0.90, "configs/search/ner_vectors_elmo_bilstm.cfg"),
+        }
+        lines[f1] = report.target_lines(report.summarize(runs))
+    level = "- `ner_vectors_elmo_acc` (F1, test): "
+    assert target(lines[0.8840], level) == (
+        level + "88.40; target: at least 89.00 (stretch: 90.15, the paper's baseline): "
+        "**MISSED** by 0.60 points (stretch missed by 1.75)"
+    )
+    assert target(lines[0.8950], level).endswith(": **met** (stretch missed by 0.65)")
+    assert target(lines[0.9020], level).endswith(": **met** (stretch met too)")
+    margin = "- `ner_vectors_elmo_acc` vs `ner_vectors_acc` (F1, test): "
+    assert target(lines[0.8840], margin) == margin + "+2.40 points; target: better by at least 2.0 points: **met**"
+    assert target(lines[0.8950], margin).endswith("+3.50 points; target: better by at least 2.0 points: **met**")
+
+
+def test_a_missed_margin_says_by_how_much_and_a_tie_is_no_gain():
+    import report
+
+    runs = {
+        "ner_cnn": three_seeds(0.8000, 0.82, "configs/ner_cnn.cfg"),
+        "ner_vectors": three_seeds(0.8100, 0.83, "configs/ner_vectors.cfg"),
+        "ner_elmo": three_seeds(0.8100, 0.83, "configs/ner_elmo.cfg"),
+    }
+    lines = report.target_lines(report.summarize(runs))
+    assert "- `ner_elmo` vs `ner_cnn` (F1, test): +1.00 points; target: better by at least 2.0 points: " in lines[0]
+    assert lines[0].endswith("**MISSED** by 1.00 points")
+    assert lines[1].endswith("+0.00 points; target: better at all: **MISSED** by 0.00 points")
+
+
+def sentiment_runs(**tests_and_devs):
+    configs = {
+        "sentiment_vectors_acc": "configs/search/textcat_vectors_reduce.cfg",
+        "sentiment_vectors_elmo_acc": "configs/search/textcat_vectors_elmo_reduce.cfg",
+    }
+    return {
+        name: three_seeds(test, dev, configs.get(name, f"configs/{name}.cfg"), "sentiment")
+        for name, (test, dev) in tests_and_devs.items()
+    }
+
+
+def test_the_best_elmo_run_by_dev_must_beat_every_baseline_bag_of_words_included():
+    import report
+
+    runs = sentiment_runs(
+        sentiment_bow=(0.5150, 0.44),
+        sentiment_cnn=(0.4900, 0.43),
+        sentiment_vectors=(0.5000, 0.44),
+        sentiment_vectors_acc=(0.5200, 0.45),
+        # the highest test accuracy with ELMo, but not the best on dev: the test split picks nothing
+        sentiment_elmo=(0.5500, 0.42),
+        sentiment_vectors_elmo=(0.5160, 0.45),
+        sentiment_vectors_elmo_acc=(0.5310, 0.47),
+    )
+    line = target(report.target_lines(report.summarize(runs)), "- best sentiment run with ELMo")
+    assert line == (
+        "- best sentiment run with ELMo (highest mean dev of 3): `sentiment_vectors_elmo_acc` (test accuracy 53.10) "
+        "vs every baseline: `sentiment_bow` +1.60, `sentiment_cnn` +4.10, `sentiment_vectors` +3.10, "
+        "`sentiment_vectors_acc` +1.10; target: better than each by at least 2.0 points: "
+        "**MISSED** by 0.90 points (the strongest: `sentiment_vectors_acc`)"
+    )
+    runs = sentiment_runs(sentiment_bow=(0.5150, 0.44), sentiment_vectors_elmo_acc=(0.5400, 0.47))
+    line = target(report.target_lines(report.summarize(runs)), "- best sentiment run with ELMo")
+    assert line.endswith(
+        "`sentiment_bow` +2.50; target: better than each by at least 2.0 points: **met** "
+        "(the strongest: `sentiment_bow`)"
+    )
+    # no baseline yet (or no ELMo run): no line
+    runs = sentiment_runs(sentiment_vectors_elmo_acc=(0.5400, 0.47))
+    assert not [line for line in report.target_lines(report.summarize(runs)) if line.startswith("- best")]
+
+
+def test_the_chosen_runs_name_their_candidate_in_the_table():
+    import report
+
+    runs = {
+        "ner_vectors": three_seeds(0.8400, 0.86, "configs/ner_vectors.cfg"),
+        "ner_vectors_elmo_acc": three_seeds(0.8900, 0.91, "configs/search/ner_vectors_elmo_bilstm_both.cfg"),
+    }
+    text = markdown(report.summarize(runs), runs, [], "t")
+    row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors_elmo_acc`"))
+    assert row.startswith(
+        "| `ner_vectors_elmo_acc` | chosen task model (dev search) + static vectors + ELMo (the paper's setup): "
+        "`bilstm_both`, biLSTM encoder, ELMo at its input and output | 89.00 ± 1.00 |"
+    )
+    row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors`"))
+    assert "| CNN tok2vec + en_core_web_md static vectors | 84.00 ± 1.00 |" in row
+
+
+def test_a_run_whose_seeds_trained_different_configs_is_refused():
+    import pytest
+    import report
+    from project_errors import ProjectDataError
+
+    seeds = three_seeds(0.89, 0.91, "configs/search/ner_vectors_elmo_bilstm.cfg")
+    seeds[2]["config"] = "configs/search/ner_vectors_elmo_acc.cfg"  # the choice changed after two seeds
+    with pytest.raises(ProjectDataError, match="ner_vectors_elmo_acc: its seeds trained different configs") as error:
+        report.summarize({"ner_vectors_elmo_acc": seeds})
+    assert (
+        "configs/search/ner_vectors_elmo_bilstm.cfg: seeds 0, 1; configs/search/ner_vectors_elmo_acc.cfg: seeds 2"
+        in str(error.value)
+    )

@@ -323,3 +323,49 @@ def test_investigate_keeps_dev_only_and_the_report_lists_it_apart(tiny_project, 
     shutil.copytree("metrics/investigate/sentiment_elmo_layer_norm", "metrics/demo/sentiment_elmo_layer_norm")
     run_in_process([sys.executable, "scripts/report.py", "metrics/demo", "reports/again"])
     assert "sentiment_elmo_layer_norm" not in Path("reports/again/results.md").read_text()
+
+
+FINAL_TABLE = {  # issue 30, item 3: command -> (run name, the config it trains, with the vars below)
+    "train-ner-vectors-acc": ("ner_vectors_acc", "configs/search/ner_vectors_acc.cfg"),
+    "train-ner-vectors-elmo-acc": ("ner_vectors_elmo_acc", "configs/search/ner_vectors_elmo_acc_both.cfg"),
+    "train-sentiment-vectors-acc": ("sentiment_vectors_acc", "configs/search/textcat_vectors_attn.cfg"),
+    "train-sentiment-vectors-elmo-acc": ("sentiment_vectors_elmo_acc", "configs/search/textcat_vectors_elmo_attn.cfg"),
+}
+# Another dev-search choice than project.yml's: the commands follow the vars.
+CHOICE_VARS = {
+    "vars.ner_search_choice": "acc_both",
+    "vars.ner_search_baseline": "acc",
+    "vars.sentiment_search_choice": "attn",
+}
+
+
+def test_the_final_table_trains_the_search_choice_after_today_s_runs(tiny_project):
+    config, commands = project_config(tiny_project, CHOICE_VARS)
+    steps = config["workflows"]["all"]
+    for name, (run, chosen) in FINAL_TABLE.items():
+        assert steps.index("train-sentiment-vectors-elmo") < steps.index(name) < steps.index("learning-curve")
+        (script,) = commands[name]["script"]
+        assert script.startswith(f"python scripts/experiment.py {chosen} ")
+        assert (
+            f" {run} " in script
+            and " --seeds 0,1,2" in script
+            and (" --gold-preproc" in script) == run.startswith("ner")
+        )
+        assert "--paths.vectors assets/en_core_web_md" in script
+        assert ("--paths.elmo_weights training/bilm/weights.hdf5" in script) == ("elmo" in run)
+        assert (REPO / chosen).is_file() and chosen in commands[name]["deps"]
+        assert commands[name]["outputs"] == [f"metrics/{run}"]
+        assert f"metrics/{run}" in commands["speed"]["deps"]  # a new pipeline is timed again
+    curve = " ".join(commands["learning-curve"]["script"])
+    for _, (run, chosen) in FINAL_TABLE.items():
+        assert f"--config {run}={chosen}" in curve and chosen in commands["learning-curve"]["deps"]
+    # the plot comes after every run
+    assert commands["learning-curve"]["script"][-1].startswith("python scripts/learning_curve.py plot")
+
+
+def test_the_chosen_configs_exist_and_the_ner_baseline_is_the_choice_without_both(tiny_project):
+    config, commands = project_config(tiny_project)
+    variables = config["vars"]
+    assert variables["ner_search_baseline"] == variables["ner_search_choice"].removesuffix("_both")
+    for name in FINAL_TABLE:
+        assert all((REPO / dep).is_file() for dep in commands[name]["deps"] if dep.startswith("configs/"))
