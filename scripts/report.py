@@ -137,12 +137,13 @@ def training_columns(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
     }
 
 
-def one_config(name: str, runs: List[Dict[str, Any]]) -> str:
-    """The config every seed of a run trained: seeds of another config (a run re-pointed at
-    another config, e.g. a new dev-search choice, skips the seeds already done) are refused."""
-    configs: Dict[str, List[int]] = {}
+def one_config(name: str, runs: List[Dict[str, Any]]) -> Optional[str]:
+    """The config every seed of a run trained (None if the records do not say): seeds of
+    another config (a run re-pointed at another config, e.g. a new dev-search choice, skips
+    the seeds already done) are refused."""
+    configs: Dict[Optional[str], List[int]] = {}
     for record in runs:
-        configs.setdefault(record["config"], []).append(record["seed"])
+        configs.setdefault(record.get("config"), []).append(record.get("seed", -1))
     if len(configs) > 1:
         seeds = "; ".join(f"{config}: seeds {', '.join(map(str, found))}" for config, found in configs.items())
         raise ProjectDataError(
@@ -155,12 +156,12 @@ def one_config(name: str, runs: List[Dict[str, Any]]) -> str:
 def described(description: str, row: Dict[str, Any]) -> str:
     """A run's table description; a run on the dev search's choice (``configs/search/``) names
     the candidate, from its config's name (search_table's candidates)."""
-    stem = Path(row["config"]).stem
-    match = re.fullmatch(r"(?:ner|textcat)_vectors(?:_elmo)?_(\w+)", stem)
-    if "/search/" not in Path(row["config"]).as_posix() or match is None:
+    config = Path(row["config"] or "")
+    match = re.fullmatch(r"(?:ner|textcat)_vectors(?:_elmo)?_(\w+)", config.stem)
+    if "/search/" not in config.as_posix() or match is None:
         return description
     candidate = match.group(1)
-    return f"{description}: `{candidate}`, {CANDIDATES.get(candidate, stem)}"
+    return f"{description}: `{candidate}`, {CANDIDATES.get(candidate, config.stem)}"
 
 
 def summarize(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, Any]]:
