@@ -16,7 +16,6 @@ predicted and one gold label, so micro-F1 equals accuracy.
 
 import json
 import platform
-import re
 import statistics
 from datetime import date
 from pathlib import Path
@@ -27,7 +26,7 @@ from confection import Config
 from conll import LABELS as ENTITY_TYPES
 from experiment import training_minutes
 from project_errors import ProjectDataError
-from search_table import CANDIDATES, SEARCH_PREFIX, adaptation_lines, search_lines
+from search_table import CANDIDATES, adaptation_lines, config_candidate, is_search_run, search_lines
 from sentiment import FINE_LABELS as SENTIMENT_LABELS
 from ship import earlier_totals, warm_start_provenance
 
@@ -156,12 +155,10 @@ def one_config(name: str, runs: List[Dict[str, Any]]) -> Optional[str]:
 def described(description: str, row: Dict[str, Any]) -> str:
     """A run's table description; a run on the dev search's choice (``configs/search/``) names
     the candidate, from its config's name (search_table's candidates)."""
-    config = Path(row["config"] or "")
-    match = re.fullmatch(r"(?:ner|textcat)_vectors(?:_elmo)?_(\w+)", config.stem)
-    if "/search/" not in config.as_posix() or match is None:
+    candidate = config_candidate(Path(row["config"] or ""))
+    if candidate is None:
         return description
-    candidate = match.group(1)
-    return f"{description}: `{candidate}`, {CANDIDATES.get(candidate, config.stem)}"
+    return f"{description}: `{candidate}`, {CANDIDATES.get(candidate, Path(row['config']).stem)}"
 
 
 def summarize(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, Any]]:
@@ -419,7 +416,7 @@ def markdown(
     investigations = investigations or {}
     out += search_lines(investigations, runs)
     out += adaptation_lines(investigations, adapted_dir)
-    others = {name: records for name, records in investigations.items() if not name.startswith(SEARCH_PREFIX)}
+    others = {name: records for name, records in investigations.items() if not is_search_run(name)}
     out += investigation_lines(others, bilm_dir, runs)
     out += ["", "## The biLM", ""] + pretrain_lines
     out += ["", "## Context: the paper", "", PAPER_CONTEXT, ""]

@@ -49,17 +49,37 @@ def seed_record(records: Optional[List[Dict[str, Any]]]) -> Optional[Dict[str, A
     return next((r for r in records or [] if r["seed"] == SEED), None)
 
 
-def parse_run_name(name: str) -> Optional[Tuple[str, bool, str]]:
-    """``search_<task>_vectors[_elmo][_<candidate>]`` -> (task, with ELMo, candidate);
-    no candidate part is the efficiency pair (``search-*`` re-runs of today's configs)."""
-    for task in TASKS:
-        stem = f"{SEARCH_PREFIX}{task}_vectors"
+# The stem of a task's names: its search runs' and its configs' (configs/search/).
+RUN_STEMS = {task: f"{SEARCH_PREFIX}{task}_vectors" for task in TASKS}
+CONFIG_STEMS = {"ner": "ner_vectors", "sentiment": "textcat_vectors"}
+
+
+def split_name(name: str, stems: Dict[str, str]) -> Optional[Tuple[str, bool, str]]:
+    """``<stem>[_elmo][_<candidate>]`` -> (task, with ELMo, candidate); no candidate part
+    is the efficiency pair."""
+    for task, stem in stems.items():
         for with_elmo, prefix in ((True, stem + "_elmo"), (False, stem)):
             if name == prefix:
                 return task, with_elmo, "efficiency"
             if name.startswith(prefix + "_"):
                 return task, with_elmo, name[len(prefix) + 1 :]
     return None
+
+
+def parse_run_name(name: str) -> Optional[Tuple[str, bool, str]]:
+    """``search_<task>_vectors[_elmo][_<candidate>]`` -> (task, with ELMo, candidate); no
+    candidate part is the efficiency pair (``search-*`` re-runs of today's configs)."""
+    return split_name(name, RUN_STEMS)
+
+
+def is_search_run(name: str) -> bool:
+    return parse_run_name(name) is not None
+
+
+def config_candidate(config: Path) -> Optional[str]:
+    """The search candidate a config of ``configs/search/`` is (None for any other config)."""
+    parsed = split_name(config.stem, CONFIG_STEMS) if config.parent.name == "search" else None
+    return None if parsed is None or parsed[2] == "efficiency" else parsed[2]
 
 
 def search_runs(investigations: Records) -> Dict[Tuple[str, bool, str], Dict[str, Any]]:
@@ -112,7 +132,7 @@ def minutes(record: Optional[Dict[str, Any]]) -> str:
 
 def search_lines(investigations: Records, scored_runs: Records) -> List[str]:
     """The search section of the report ([] when no search run exists)."""
-    if not any(name.startswith(SEARCH_PREFIX) for name in investigations):
+    if not any(is_search_run(name) for name in investigations):
         return []
     out = [
         "",
@@ -155,10 +175,9 @@ def best_lines(pairs: List[Pair]) -> List[str]:
         if not scored:
             continue
         best = max(scored, key=lambda p: dev_value(p.elmo) or 0.0)
-        n_run = sum(p.elmo is not None for p in pairs if p.task == task)
         out.append(
             f"- {task}: highest dev with ELMo so far: `{best.candidate}` ({dev_value(best.elmo):.2f}; "
-            f"ELMo candidates run: {n_run})"
+            f"ELMo candidates run: {len(scored)})"
         )
     return [""] + out if out else []
 
@@ -181,17 +200,16 @@ def adaptation_lines(investigations: Records, adapted_dir: Optional[Path]) -> Li
         before, after = (adapted_perplexity(adapted_dir, task, when) for when in ("before", "after"))
         perplexity = f"{before:.1f} -> {after:.1f}" if before is not None and after is not None else "-"
         adapted = sorted(c for (t, e, c) in runs if t == task and e and c.endswith(ADAPTED))
-        for candidate in adapted or [None]:
-            if candidate is None and perplexity == "-":
-                continue
-            plain = candidate.removesuffix(ADAPTED) if candidate else None
-            general_run = runs.get((task, True, plain)) if plain else None
-            adapted_run = runs.get((task, True, candidate)) if candidate else None
+        if not adapted and perplexity != "-":
+            rows.append(f"| {task} | {perplexity} | `-` | - | - | - |")
+        for candidate in adapted:
+            plain = candidate.removesuffix(ADAPTED)
+            general_run, adapted_run = runs.get((task, True, plain)), runs[(task, True, candidate)]
             general, better = dev_value(general_run), dev_value(adapted_run)
             change = f"{better - general:+.2f}" if general is not None and better is not None else "-"
             rows.append(
-                f"| {task} | {perplexity} | `{plain or '-'}` | {dev_cell(task, general_run) if plain else '-'} | "
-                f"{dev_cell(task, adapted_run) if candidate else '-'} | {change} |"
+                f"| {task} | {perplexity} | `{plain}` | {dev_cell(task, general_run)} | "
+                f"{dev_cell(task, adapted_run)} | {change} |"
             )
             if general is not None and better is not None:
                 keep = "the adapted biLM" if better > general else "the general biLM"
