@@ -187,6 +187,11 @@ def run_curve(
                 )
 
 
+def seed_test_scores(folder: Path, key: str) -> List[float]:
+    """A run's test score KEY, one per seed (``folder``: its metrics)."""
+    return [json.loads(p.read_text(encoding="utf8"))["test"][key] for p in sorted(folder.glob("seed*.json"))]
+
+
 def points(task: str, metrics_dir: Path, subsets_dir: Path) -> Dict[str, List[Tuple[int, List[float]]]]:
     """Per run: (training sentences, test scores over seeds), smallest subset first, 100% last."""
     listing = json.loads((subsets_dir / "subsets.json").read_text(encoding="utf8"))
@@ -197,7 +202,7 @@ def points(task: str, metrics_dir: Path, subsets_dir: Path) -> Dict[str, List[Tu
     for run in [run for run, _, _ in CURVE[task]] + [run for run, _ in CHOSEN[task]]:
         for name, n_sentences in sizes + [("full", listing["total_sentences"])]:
             folder = metrics_dir / (run if name == "full" else curve_name(run, name))
-            scores = [json.loads(p.read_text(encoding="utf8"))["test"][key] for p in sorted(folder.glob("seed*.json"))]
+            scores = seed_test_scores(folder, key)
             if scores:
                 found.setdefault(run, []).append((n_sentences, [100 * s for s in scores]))
     return found
@@ -219,17 +224,13 @@ def mean_sd_text(scores: List[float]) -> str:
     return f"{statistics.fmean(scores):.2f} ± {statistics.stdev(scores):.2f}"
 
 
-def subset_scores(metrics_dir: Path, run: str, subset: str) -> List[float]:
-    """RUN's test F1 at SUBSET, one per seed."""
-    folder = metrics_dir / curve_name(run, subset)
-    return [json.loads(p.read_text(encoding="utf8"))["test"]["ents_f"] for p in sorted(folder.glob("seed*.json"))]
-
-
 def target_lines(metrics_dir: Path) -> List[str]:
     lines = []
     for subsets, elmo, baseline, margin in TARGETS:
         for subset in subsets:
-            ours, theirs = subset_scores(metrics_dir, elmo, subset), subset_scores(metrics_dir, baseline, subset)
+            ours, theirs = (
+                seed_test_scores(metrics_dir / curve_name(run, subset), "ents_f") for run in (elmo, baseline)
+            )
             if ours and theirs:
                 gain = 100 * (statistics.fmean(ours) - statistics.fmean(theirs))
                 verdict = "met" if gain >= margin else f"MISSED by {margin - gain:.2f} F1"
