@@ -30,7 +30,7 @@ from search_table import CANDIDATES, adaptation_lines, config_candidate, is_sear
 from sentiment import FINE_LABELS as SENTIMENT_LABELS
 from ship import earlier_totals, warm_start_provenance
 
-from spacy_elmo.io import read_jsonl
+from spacy_elmo.io import read_json, read_jsonl
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -87,7 +87,7 @@ def load_runs(metrics_dir: Path, dev_only: bool = False) -> Dict[str, List[Dict[
     ``dev_only`` the runs of ``investigate`` (no test scores)."""
     runs: Dict[str, List[Dict[str, Any]]] = {}
     for path in sorted(metrics_dir.glob("*/seed*.json")):
-        record = json.loads(path.read_text(encoding="utf8"))
+        record = read_json(path, ProjectDataError)
         if (record.get("test") is None) == dev_only:
             runs.setdefault(path.parent.name, []).append(record)
     return runs
@@ -250,7 +250,8 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
     if bilm_dir is None or not bilm_dir.is_dir():
         return ["(no pretraining output given)"], None
     lines = []
-    options = json.loads((bilm_dir / "options.json").read_text()) if (bilm_dir / "options.json").is_file() else {}
+    options_file = bilm_dir / "options.json"
+    options = read_json(options_file, ProjectDataError) if options_file.is_file() else {}
     if options:
         lstm, cnn = options["lstm"], options["char_cnn"]
         n_filters = sum(n for _, n in cnn["filters"])
@@ -276,7 +277,7 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
             lines.append(f"- dev perplexity at the end: {dev[-1]['dev_perplexity']:.1f}")
     perplexity_file = bilm_dir / "perplexity.json"
     if perplexity_file.is_file():
-        ppl = json.loads(perplexity_file.read_text())
+        ppl = read_json(perplexity_file, ProjectDataError)
         lines.append(
             f"- held-out perplexity (full softmax): forward {ppl['forward']:.1f}, backward {ppl['backward']:.1f}, "
             f"mean {ppl['mean']:.1f} ({ppl['sentences']:,} held-out sentences, "
@@ -304,7 +305,7 @@ def corpus_lines(config_text: str) -> List[str]:
     corpus_report = Path(train).parent / "report.json" if train else None
     if corpus_report is None or not corpus_report.is_file():
         return []
-    total = json.loads(corpus_report.read_text(encoding="utf8"))["total"]
+    total = read_json(corpus_report, ProjectDataError)["total"]
     return [
         f"- pretraining text: {total['train_words']:,} words ({total['train_sentences']:,} sentences), "
         f"held out: {total['dev_words']:,} words"
@@ -318,7 +319,7 @@ SPEED_TASKS = ("ner", "sentiment")
 def load_speeds(metrics_dir: Path) -> Dict[str, Dict[str, Any]]:
     """Each task's speed record (words/s of its trained pipelines), where one was measured."""
     paths = {task: metrics_dir / f"speed_{task}.json" for task in SPEED_TASKS}
-    return {task: json.loads(path.read_text(encoding="utf8")) for task, path in paths.items() if path.is_file()}
+    return {task: read_json(path, ProjectDataError) for task, path in paths.items() if path.is_file()}
 
 
 def score_table(

@@ -9,12 +9,14 @@ it. Today's efficiency configs are the first candidate: their seed-0 runs from t
 table (``<task>_vectors`` / ``<task>_vectors_elmo``), their best dev only.
 """
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from experiment import training_minutes
+from project_errors import ProjectDataError
+
+from spacy_elmo.io import read_json
 
 Records = Dict[str, List[Dict[str, Any]]]
 
@@ -188,7 +190,7 @@ def adapted_perplexity(adapted_dir: Optional[Path], task: str, when: str) -> Opt
     if adapted_dir is None:
         return None
     path = adapted_dir / f"bilm_adapted_{task}" / f"perplexity_{when}.json"
-    return json.loads(path.read_text(encoding="utf8"))["mean"] if path.is_file() else None
+    return read_json(path, ProjectDataError)["mean"] if path.is_file() else None
 
 
 def adaptation_lines(investigations: Records, adapted_dir: Optional[Path]) -> List[str]:

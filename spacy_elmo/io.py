@@ -109,6 +109,14 @@ def arrays_sha256(arrays: Dict[str, Any], header: Any = None) -> str:
     return digest.hexdigest()
 
 
+def read_json(path: Path, error: Type[Exception]) -> Any:
+    """A JSON file's content; a file that is not UTF-8 JSON raises ``error`` naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise error(f"{path}: not a valid JSON file ({err}): a damaged or cut file? write it again") from None
+
+
 def read_jsonl(path: Path) -> List[Dict[str, Any]]:
     """The records of a JSONL file (none if it is missing), up to the first line a
     kill cut short: that line and everything after it are dropped, not an error."""

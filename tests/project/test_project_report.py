@@ -2,8 +2,10 @@
 
 import json
 
+import pytest
 from experiment import training_summary
-from report import investigation_lines, markdown, pretrain_section
+from project_errors import ProjectDataError
+from report import investigation_lines, load_runs, load_speeds, markdown, pretrain_section
 from search_table import adaptation_lines, search_lines
 
 BILM = ["--paths.elmo_options", "training/bilm/options.json", "--paths.elmo_weights", "training/bilm/weights.hdf5"]
@@ -316,3 +318,19 @@ def test_a_run_whose_seeds_trained_different_configs_is_refused():
         "configs/search/ner_vectors_elmo_bilstm.cfg: seeds 0, 1; configs/search/ner_vectors_elmo_acc.cfg: seeds 2"
         in str(error.value)
     )
+
+
+def test_a_damaged_json_record_is_named(tmp_path):
+    """The report's JSON inputs (run records, speed records, perplexities) name a damaged file."""
+    (tmp_path / "ner_cnn").mkdir()
+    (tmp_path / "ner_cnn" / "seed0.json").write_text('{"seed": 0, "test"', encoding="utf8")
+    with pytest.raises(ProjectDataError, match=r"seed0\.json: not a valid JSON file"):
+        load_runs(tmp_path)
+    (tmp_path / "speed_ner.json").write_bytes(b"\xff\xfe")
+    with pytest.raises(ProjectDataError, match=r"speed_ner\.json: not a valid JSON file"):
+        load_speeds(tmp_path)
+    folder = tmp_path / "bilm_adapted_ner"
+    folder.mkdir()
+    (folder / "perplexity_before.json").write_text("", encoding="utf8")
+    with pytest.raises(ProjectDataError, match=r"perplexity_before\.json: not a valid JSON file"):
+        adaptation_lines({}, tmp_path)
