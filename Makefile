@@ -1,6 +1,6 @@
 # One command per job on a fresh machine (Python 3.11 + pip, no torch needed):
 #   make test   - create .venv, install everything, run the lint/type gate and the test suite
-#   make lint   - the gate alone: ruff (lint and format check) and mypy on spacy_elmo/
+#   make lint   - the gate alone: ruff (lint and format check) and mypy on spacy_elmo/, scripts/ and benchmarks/
 #   make demo   - create .venv, install everything, run the project's demo workflow
 PYTHON ?= python3
 VENV ?= .venv
@@ -21,10 +21,11 @@ $(VENV)/.installed: setup.py spacy_elmo/about.py
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 
+# mypy's files (spacy_elmo/, scripts/, benchmarks/) are listed in pyproject.toml.
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy spacy_elmo
+	$(VENV)/bin/mypy
 
 test: lint
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)

@@ -31,6 +31,7 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Dict, List
 
 import numpy
 import torch
@@ -122,7 +123,9 @@ def bench_precisions(size: str, sentences, repeats: int, labels) -> None:
     model = ElmoBiLM(options, type_cache_size=0).eval()
     n_tokens = sum(len(s) for s in sentences)
     gflops = executed_flops(options, sentences) / 1e9
-    results, seconds, ceilings = {}, {precision: [] for precision in labels}, []
+    results: Dict[str, List[numpy.ndarray]] = {}
+    seconds: Dict[str, List[float]] = {precision: [] for precision in labels}
+    ceilings: List[float] = []
     for precision in seconds:
         model.set_precision(precision)
         results[precision] = model.embed_batch(sentences)  # also the warm-up (packing)

@@ -16,17 +16,19 @@ import argparse
 import os
 import time
 from pathlib import Path
+from typing import cast
 
 import spacy
 from machine import header
 from spacy.training import Corpus
 
 from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, PRECISIONS, native_cpu_bf16
+from spacy_elmo.pipeline.elmo import ElmoComponent
 
 
 def score(pipeline: Path, data: Path, precision: str, gold_preproc: bool):
     nlp = spacy.load(pipeline, config={"components": {"elmo": {"precision": precision}}})
-    running = nlp.get_pipe("elmo").model.attrs["precision"]
+    running = cast(ElmoComponent, nlp.get_pipe("elmo")).model.attrs["precision"]
     if running != precision:  # else the comparison would be fp32 against itself
         raise SystemExit(f"error: {pipeline} was loaded to run at {precision} but runs at {running}")
     examples = list(Corpus(data, gold_preproc=gold_preproc)(nlp))

@@ -35,11 +35,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, cast
 
 import spacy
 import torch
 from machine import header
+from spacy.pipeline import EntityRecognizer
 from spacy.tokens import Doc, DocBin
 from spacy.util import load_config, load_model_from_config, registry
 
@@ -47,6 +48,7 @@ from spacy_elmo.bilm import ElmoBiLM, preset
 from spacy_elmo.bilm.kernels import check_precision
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.layers.bilm_model import get_bilm
+from spacy_elmo.pipeline.elmo import ElmoComponent
 
 ROOT = Path(__file__).parent.parent
 CONFIGS = ROOT / "configs"
@@ -165,8 +167,9 @@ def build_pipeline(row: Row, args, workdir: Path):
     if row.kind == "transformer":
         configure_transformer(config, row.size, workdir)
     nlp = load_model_from_config(config, auto_fill=True, validate=True)
+    ner = cast(EntityRecognizer, nlp.get_pipe("ner"))
     for label in CONLL_LABELS:
-        nlp.get_pipe("ner").add_label(label)
+        ner.add_label(label)
     nlp.initialize()
     return nlp
 
@@ -196,8 +199,7 @@ def write_roberta_bpe(workdir: Path) -> Tuple[Path, Path]:
 def describe_size(row: Row, nlp) -> str:
     """The row's size with the parameters of its biggest part (the biLM or the transformer)."""
     if row.kind == "elmo" and "elmo" in nlp.pipe_names:
-        bilm = get_bilm(nlp.get_pipe("elmo").model)
-        return f"{row.size}, biLM {sum(p.numel() for p in bilm.parameters()) / 1e6:.1f}M"
+        return f"{row.size}, biLM {sum(p.numel() for p in loaded_bilm(nlp).parameters()) / 1e6:.1f}M"
     if row.kind == "transformer":
         params = sum(
             p.numel()
@@ -216,7 +218,14 @@ def fresh_docs(nlp, sentences) -> List[Doc]:
 def cold_caches(nlp) -> None:
     """ELMo's type cache empty, as at the start of a stream (its output cache is off)."""
     if "elmo" in nlp.pipe_names:
-        get_bilm(nlp.get_pipe("elmo").model).type_cache.clear()
+        loaded_bilm(nlp).type_cache.clear()
+
+
+def loaded_bilm(nlp) -> ElmoBiLM:
+    bilm = get_bilm(cast(ElmoComponent, nlp.get_pipe("elmo")).model)
+    if bilm is None:  # an initialized pipeline always has its weights
+        raise SystemExit("error: the pipeline's elmo component has no weights loaded")
+    return bilm
 
 
 def time_pass(nlp, sentences, batch_size: int) -> float:
@@ -250,11 +259,9 @@ def run_row(row: Row, sentences, args, workdir: Path) -> None:
     except Unavailable as note:
         row.result = str(note)
         return
-    if row.kind == "elmo" and nlp.get_pipe("elmo").model.attrs["precision"] != row.precision:
-        raise SystemExit(
-            f"error: {row.name} was built to run at {row.precision} but runs at "
-            f"{nlp.get_pipe('elmo').model.attrs['precision']}"
-        )
+    running = cast(ElmoComponent, nlp.get_pipe("elmo")).model.attrs["precision"] if row.kind == "elmo" else None
+    if running not in (None, row.precision):
+        raise SystemExit(f"error: {row.name} was built to run at {row.precision} but runs at {running}")
     row.size = describe_size(row, nlp)
     batch_size = args.batch_size or nlp.batch_size  # by default each pipeline's own, as nlp.pipe does
     row.batch_size = str(batch_size)

@@ -16,6 +16,7 @@ import random
 import tempfile
 import time
 from pathlib import Path
+from typing import List, Tuple
 
 import spacy
 import torch
@@ -37,7 +38,8 @@ def synthetic_docs(nlp, n_sentences: int):
     filler = "the a report said on Monday that talks in with over new old market officials".split()
     docs = []
     for _ in range(n_sentences):
-        words, ents = [], []
+        words: List[str] = []
+        ents: List[Tuple[str, int]] = []
         for _ in range(rng.randint(8, 25)):
             roll = rng.random()
             if roll < 0.08:

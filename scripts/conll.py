@@ -23,7 +23,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import spacy
 import typer
@@ -98,7 +98,7 @@ def read_conll(path: Path) -> Iterator[List[Sentence]]:
 
 def make_doc(vocab, sentences: List[Sentence]) -> Doc:
     words = [word for sentence in sentences for word in sentence.words]
-    sent_starts = [i == 0 for sentence in sentences for i in range(len(sentence.words))]
+    sent_starts: List[Union[bool, int, None]] = [i == 0 for sentence in sentences for i in range(len(sentence.words))]
     # spaces=None marks the spacing unknown: the CoNLL files do not record it.
     doc = Doc(vocab, words=words, sent_starts=sent_starts)
     # Per sentence, so an I- tag never continues an entity across a sentence break.
@@ -110,8 +110,8 @@ def make_doc(vocab, sentences: List[Sentence]) -> Doc:
 def convert_split(path: Path, n_sents: int, max_sentences: int, vocab) -> Tuple[DocBin, Dict]:
     """The DocBin of one split and its counts."""
     doc_bin = DocBin(attrs=["ENT_IOB", "ENT_TYPE", "SENT_START"])
-    counts = Counter()
-    labels = Counter()
+    counts: Counter[str] = Counter()
+    labels: Counter[str] = Counter()
     with tqdm(desc=path.name, unit=" sents", leave=False) as bar:
         for article in read_conll(path):
             if max_sentences and counts["sentences"] + len(article) > max_sentences:
@@ -168,7 +168,7 @@ def main(
     """Convert CoNLL-2003 train/dev/test to .spacy, checking the entity counts."""
     vocab = spacy.blank("en").vocab
     output_dir.mkdir(parents=True, exist_ok=True)
-    report = {"n_sents": n_sents, "max_sentences": max_sentences, "splits": {}}
+    report: Dict[str, Any] = {"n_sents": n_sents, "max_sentences": max_sentences, "splits": {}}
     try:
         for split, path in zip(SPLITS, (train, dev, test)):
             doc_bin, stats = convert_split(path, n_sents, max_sentences, vocab)

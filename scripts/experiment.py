@@ -23,13 +23,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, cast
 
 import resume_training
 import typer
 from project_errors import ProjectDataError
 
 from spacy_elmo.io import atomic_path, read_jsonl
+
+if TYPE_CHECKING:  # spaCy and torch load only when a pipeline is read
+    from spacy_elmo.pipeline.elmo import ElmoComponent
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -69,7 +72,7 @@ def elmo_mix(model_dir: Path) -> Optional[Dict[str, Any]]:
     nlp = spacy.load(model_dir)
     if "elmo" not in nlp.pipe_names:
         return None
-    return nlp.get_pipe("elmo").listener_mix_weights()
+    return cast("ElmoComponent", nlp.get_pipe("elmo")).listener_mix_weights()
 
 
 def run_seed(

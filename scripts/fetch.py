@@ -23,6 +23,7 @@ hashes recorded in ``assets/<asset>/.fetch.json``.
 """
 
 import fnmatch
+import functools
 import io
 import json
 import shutil
@@ -431,17 +432,24 @@ def open_archive(name: str, data: io.BufferedIOBase) -> Iterator[Tuple[str, Call
         # tarfile reads gz and xz itself; Debian's zstd-compressed data.tar would need a module we don't use.
         yield from open_archive("data.tar", io.BytesIO(deb_data_tar(data)))
     elif name.endswith((".whl", ".zip")):
-        archive = zipfile.ZipFile(data)
-        for info in archive.infolist():
-            if not info.is_dir():
-                yield info.filename, lambda info=info: archive.read(info)
+        zip_file = zipfile.ZipFile(data)
+        for zip_info in zip_file.infolist():
+            if not zip_info.is_dir():
+                yield zip_info.filename, functools.partial(zip_file.read, zip_info)
     elif name.endswith((".tar.gz", ".tgz", ".tar")):
-        archive = tarfile.open(fileobj=data)
-        for info in archive.getmembers():
-            if info.isfile():
-                yield info.name, lambda info=info: archive.extractfile(info).read()
+        tar_file = tarfile.open(fileobj=data)
+        for tar_info in tar_file.getmembers():
+            if tar_info.isfile():
+                yield tar_info.name, functools.partial(read_tar_member, tar_file, tar_info)
     else:
         raise FetchError(f"{name}: unknown archive type (expected .whl, .zip, .tar.gz, .tgz or .deb)")
+
+
+def read_tar_member(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    reader = archive.extractfile(member)
+    if reader is None:  # only regular files are read, so this is a damaged archive
+        raise FetchError(f"{member.name}: not readable from its archive")
+    return reader.read()
 
 
 def unpack(archive_name: str, data: io.BufferedIOBase, member: Member, out_dir: Path) -> List[str]:

@@ -17,7 +17,7 @@ they were measured and how), the one place to change on another machine.
 """
 
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import typer
 
@@ -87,7 +87,7 @@ def main(
 ):
     """Print the expected duration of each part of the full run."""
     # Only [training] is read: the paths a run needs are not checked here.
-    overrides = {"paths.train": "unused", "paths.init_dir": "unused"}
+    overrides: Dict[str, Any] = {"paths.train": "unused", "paths.init_dir": "unused"}
     if max_steps is not None:
         overrides["training.max_steps"] = max_steps
     training = load_config(pretrain_config, overrides)["training"]

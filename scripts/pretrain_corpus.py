@@ -69,7 +69,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, Iterator, List, Set, TextIO
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Set, TextIO
 
 import spacy
 import typer
@@ -230,7 +230,8 @@ def read_tagged(folder: Path) -> Iterator[str]:
 
 
 def _csv_rows(path: Path) -> Iterator[Dict[str, str]]:
-    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    openers: Dict[str, Callable[..., Any]] = {".gz": gzip.open, ".bz2": bz2.open}
+    opener = openers.get(path.suffix, open)
     with opener(path, "rt", encoding="utf8", newline="") as f:
         yield from csv.DictReader(f)
 
@@ -377,9 +378,9 @@ class Writer:
 
     def add_source(self, name: str, path: Path, nlp, max_words: int) -> Dict:
         """Read one source through the filters; returns its report entry."""
-        counts = Counter()
-        overlap = Counter()
-        overlap_lines = Counter()
+        counts: Counter[str] = Counter()
+        overlap: Counter[str] = Counter()
+        overlap_lines: Counter[str] = Counter()
         with tqdm(desc=name, unit=" words", unit_scale=True, leave=False) as bar:
             for words in sentences_of(SOURCES[name], path, nlp):
                 line = " ".join(words)
@@ -448,7 +449,7 @@ def build(
         raise
     for split, path in partial.items():
         path.replace(final[split])
-    totals = Counter()
+    totals: Counter[str] = Counter()
     for entry in report_sources.values():
         totals.update({key: entry[key] for key in REPORT_COUNTS})
     return {

@@ -32,7 +32,7 @@ import json
 import random
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Dict, List, NamedTuple
+from typing import Any, Dict, List, NamedTuple
 
 import spacy
 import typer
@@ -128,7 +128,7 @@ def write_variant(
 ) -> Dict[str, int]:
     """Write one split of one variant; returns its class counts."""
     doc_bin = DocBin()
-    counts = Counter()
+    counts: Counter[str] = Counter()
     for i in indices:
         if labels[i] not in label_of:
             continue
@@ -175,7 +175,7 @@ def main(
         "fine": (FINE_LABELS, {label: label for label in FINE_LABELS}),
         "binary": (BINARY_LABELS, BINARY_OF),
     }
-    manifest = {
+    manifest: Dict[str, Any] = {
         "source": str(snippets_file),
         "sha256": sha256,
         "seed": seed,

@@ -14,7 +14,7 @@ so the sample is written down and checked when it is made again.
 import json
 import random
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Any, Dict, List, Sequence
 
 import spacy
 import typer
@@ -88,7 +88,7 @@ def main(
         raise ProjectDataError(f"{train}: no documents")
     counts = [sentence_count(doc) for doc in docs]
     subsets = nested_subsets(counts, parse_percents(percents), seed)
-    record = {
+    record: Dict[str, Any] = {
         "train": str(train),
         "train_sha256": file_sha256(train),
         "seed": seed,
