@@ -109,41 +109,9 @@ def run_seed(
         *overrides,
     ]
     start = time.time()
-    stretch = resume_training.next_stretch(config, out_dir, train_overrides)
-    if stretch is not None:
-        command = [
-            sys.executable,
-            "-m",
-            "spacy",
-            "train",
-            str(stretch.config),
-            "--output",
-            str(out_dir),
-            "--gpu-id",
-            str(gpu_id),
-            *stretch.overrides,
-        ]
-        typer.echo(f"=== {name}, seed {seed}: {' '.join(command)}")
-        subprocess.run(command, check=True)
-        resume_training.end_stretch(out_dir)
+    train_next_stretch(config, out_dir, train_overrides, f"{name}, seed {seed}", gpu_id)
     wall_seconds = time.time() - start
-    test_scores = None
-    if test is not None:
-        scores_file = out_dir / "test_scores.json"
-        evaluate = [
-            sys.executable,
-            "-m",
-            "spacy",
-            "evaluate",
-            str(out_dir / "model-best"),
-            str(test),
-            "--output",
-            str(scores_file),
-            "--gpu-id",
-            str(gpu_id),
-        ] + (["--gold-preproc"] if gold_preproc else [])
-        subprocess.run(evaluate, check=True)
-        test_scores = json.loads(scores_file.read_text(encoding="utf8"))
+    test_scores = None if test is None else score_test(out_dir, test, gold_preproc, gpu_id)
     result = {
         "name": name,
         "config": str(config),
@@ -164,6 +132,27 @@ def run_seed(
     with atomic_path(metrics_file) as tmp:
         tmp.write_text(json.dumps(result, indent=2), encoding="utf8")
     return metrics_file
+
+
+def train_next_stretch(config: Path, out_dir: Path, train_overrides: List[str], label: str, gpu_id: int) -> None:
+    """Train the run's next stretch (from its last evaluation if it was stopped); nothing if it is finished."""
+    stretch = resume_training.next_stretch(config, out_dir, train_overrides)
+    if stretch is None:
+        return
+    command = [sys.executable, "-m", "spacy", "train", str(stretch.config), "--output", str(out_dir)]
+    command += ["--gpu-id", str(gpu_id), *stretch.overrides]
+    typer.echo(f"=== {label}: {' '.join(command)}")
+    subprocess.run(command, check=True)
+    resume_training.end_stretch(out_dir)
+
+
+def score_test(out_dir: Path, test: Path, gold_preproc: bool, gpu_id: int) -> Dict[str, Any]:
+    """The best model's scores on the test split (spacy evaluate), kept beside the model."""
+    scores_file = out_dir / "test_scores.json"
+    command = [sys.executable, "-m", "spacy", "evaluate", str(out_dir / "model-best"), str(test)]
+    command += ["--output", str(scores_file), "--gpu-id", str(gpu_id)]
+    subprocess.run(command + (["--gold-preproc"] if gold_preproc else []), check=True)
+    return json.loads(scores_file.read_text(encoding="utf8"))
 
 
 def parse_seeds(seeds: str) -> List[int]:

@@ -138,7 +138,13 @@ def _check(condition: bool, key: str, message: str) -> None:
 
 
 def validate(config: Config) -> None:
-    t, c, v = config["training"], config["corpus"], config["vocab"]
+    _validate_training(config["training"])
+    _validate_corpus(config["corpus"], config["vocab"])
+    _validate_paths(config)
+    model_options(config)  # the [model] sizes, checked by ElmoOptions
+
+
+def _validate_training(t: Dict[str, Any]) -> None:
     for key in ("max_steps", "batch_size", "log_every_steps", "eval_every_steps", "checkpoint_every_steps"):
         _check(
             isinstance(t[key], int) and not isinstance(t[key], bool) and t[key] >= 1,
@@ -174,6 +180,9 @@ def validate(config: Config) -> None:
     _check(
         list(cutoffs) == sorted(set(cutoffs)), "training.adaptive_cutoffs", f"must increase strictly, got {cutoffs!r}"
     )
+
+
+def _validate_corpus(c: Dict[str, Any], v: Dict[str, Any]) -> None:
     _check(
         c["text_format"] in TEXT_FORMATS,
         "corpus.text_format",
@@ -191,7 +200,10 @@ def validate(config: Config) -> None:
     )
     _check(isinstance(v["min_count"], int) and v["min_count"] >= 1, "vocab.min_count", "must be a positive integer")
     _check(isinstance(v["max_size"], int) and v["max_size"] >= 4, "vocab.max_size", "must be an integer >= 4")
-    paths = config["paths"]
+
+
+def _validate_paths(config: Config) -> None:
+    t, paths = config["training"], config["paths"]
     _check(bool(paths["train"]), "paths.train", "is required (a text file, a .spacy file or a directory of them)")
     _check(
         (paths["init_options"] is None) == (paths["init_weights"] is None),
@@ -219,7 +231,6 @@ def validate(config: Config) -> None:
         "warm_start.projection_dim",
         "widens a starting biLM: give paths.init_dir (or init_options/init_weights) too",
     )
-    model_options(config)  # the [model] sizes, checked by ElmoOptions
 
 
 # [model] settings: the ElmoOptions fields that shape the network, by the same names.
