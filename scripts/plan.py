@@ -92,15 +92,9 @@ def main(
         overrides["training.max_steps"] = max_steps
     training = load_config(pretrain_config, overrides)["training"]
     n_seeds = len([s for s in seeds.split(",") if s.strip()])
-    pretrain_minutes = training["max_steps"] * training["batch_size"] / tokens_per_sec / 60
     rows = [
         ("fetch and prepare the data", data_minutes, "measured, rounded up"),
-        (
-            f"pretrain ({training['max_steps']} steps x {training['batch_size']} tokens at "
-            f"{tokens_per_sec:.0f} tokens/s)",
-            pretrain_minutes,
-            "from the measured speed",
-        ),
+        pretrain_row(training, tokens_per_sec),
     ]
     # Planned in whole minutes per seed; the basis shows the measurement.
     rows += [
@@ -112,13 +106,7 @@ def main(
         for name, minutes in parse_minutes(other_minutes, "--other-minutes").items()
     ]
     total = sum(minutes for _, minutes, _ in rows)
-    lines = [
-        f"# Expected duration of `spacy project run all` on {machine}",
-        "",
-        "| step | minutes | basis |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {name} | {minutes:.0f} | {basis} |" for name, minutes, basis in rows]
+    lines = [f"# Expected duration of `spacy project run all` on {machine}", "", *table_lines(rows)]
     lines += [
         f"| **total** | **{total:.0f}** (about {total / 60:.1f} hours) | |",
         "",
@@ -129,29 +117,40 @@ def main(
         for name, minutes in parse_minutes(optional_minutes, "--optional-minutes").items()
     ]
     if adapt_config is not None:
-        batch = load_config(adapt_config, overrides)["training"]["batch_size"]
-        steps = adapt_tasks * (adapt_head_steps + adapt_steps)
-        optional.append(
-            (
-                f"adapt-bilm ({adapt_tasks} tasks x ({adapt_head_steps} head-only + {adapt_steps}) steps x "
-                f"{batch} tokens at {tokens_per_sec:.0f} tokens/s)",
-                steps * batch / tokens_per_sec / 60,
-                "from the measured pretraining speed (head-only steps cost less: an upper bound)",
-            )
-        )
+        batch_size = load_config(adapt_config, overrides)["training"]["batch_size"]
+        optional.append(adapt_row(batch_size, tokens_per_sec, adapt_tasks, adapt_head_steps, adapt_steps))
     if optional:
-        lines += [
-            "",
-            "Not in `all` (run on purpose: `spacy project run STEP`):",
-            "",
-            "| step | minutes | basis |",
-            "|---|---|---|",
-        ]
-        lines += [f"| {name} | {minutes:.0f} | {basis} |" for name, minutes, basis in optional]
+        lines += ["", "Not in `all` (run on purpose: `spacy project run STEP`):", "", *table_lines(optional)]
     text = "\n".join(lines) + "\n"
     report_file.parent.mkdir(parents=True, exist_ok=True)
     report_file.write_text(text, encoding="utf8")
     typer.echo(text)
+
+
+Row = Tuple[str, float, str]
+
+
+def table_lines(rows: List[Row]) -> List[str]:
+    """The markdown table of (step, minutes, basis) rows."""
+    return ["| step | minutes | basis |", "|---|---|---|"] + [f"| {n} | {m:.0f} | {b} |" for n, m, b in rows]
+
+
+def pretrain_row(training: Dict[str, Any], tokens_per_sec: float) -> Row:
+    steps, batch_size = training["max_steps"], training["batch_size"]
+    return (
+        f"pretrain ({steps} steps x {batch_size} tokens at {tokens_per_sec:.0f} tokens/s)",
+        steps * batch_size / tokens_per_sec / 60,
+        "from the measured speed",
+    )
+
+
+def adapt_row(batch_size: int, tokens_per_sec: float, tasks: int, head_steps: int, steps: int) -> Row:
+    return (
+        f"adapt-bilm ({tasks} tasks x ({head_steps} head-only + {steps}) steps x "
+        f"{batch_size} tokens at {tokens_per_sec:.0f} tokens/s)",
+        tasks * (head_steps + steps) * batch_size / tokens_per_sec / 60,
+        "from the measured pretraining speed (head-only steps cost less: an upper bound)",
+    )
 
 
 if __name__ == "__main__":
