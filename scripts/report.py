@@ -360,7 +360,28 @@ def markdown(
         "",
     ]
     speeds = speeds or {}
-    ner_rows = [
+    out += ner_table_lines(summary, speeds.get("ner"))
+    out += sentiment_table_lines(summary, speeds.get("sentiment"))
+    out += [
+        "",
+        "Mean ± sample standard deviation over seeds. Minutes: training time of `spacy train` (its log; all stretches of a resumed run).",
+        "",
+        "## Targets",
+        "",
+    ] + (target_lines(summary) or ["(not enough runs to compare)"])
+    out += layer_weight_lines(runs)
+    investigations = investigations or {}
+    out += search_lines(investigations, runs)
+    out += adaptation_lines(investigations, adapted_dir)
+    others = {name: records for name, records in investigations.items() if not is_search_run(name)}
+    out += investigation_lines(others, bilm_dir, runs)
+    out += ["", "## The biLM", ""] + pretrain_lines
+    out += ["", "## Context: the paper", "", PAPER_CONTEXT, ""]
+    return "\n".join(out)
+
+
+def ner_table_lines(summary, speeds) -> List[str]:
+    rows = [
         (
             name,
             [f"`{name}`", described(description, s), fmt(s["f1"]), fmt(s["p"]), fmt(s["r"])]
@@ -371,14 +392,14 @@ def markdown(
         for name, description in NER_RUNS
         if (s := summary.get(name))
     ]
-    out += ["## NER: CoNLL-2003 English (test = testb, gold tokens and sentences)", ""]
-    out += score_table(
-        ["config", "token representation", "test F1", "P", "R", *ENTITY_TYPES]
-        + ["best dev F1", "epochs", "steps", "minutes", "seeds"],
-        ner_rows,
-        speeds.get("ner"),
-    )
-    sentiment_rows = [
+    header = ["config", "token representation", "test F1", "P", "R", *ENTITY_TYPES]
+    header += ["best dev F1", "epochs", "steps", "minutes", "seeds"]
+    title = "## NER: CoNLL-2003 English (test = testb, gold tokens and sentences)"
+    return [title, ""] + score_table(header, rows, speeds)
+
+
+def sentiment_table_lines(summary, speeds) -> List[str]:
+    rows = [
         (
             name,
             [f"`{name}`", described(description, s), fmt(s["accuracy"]), fmt(s["macro_f1"])]
@@ -389,39 +410,26 @@ def markdown(
         for name, description in SENTIMENT_RUNS
         if (s := summary.get(name))
     ]
-    out += ["", "## Sentiment: movie-review snippets, 5 classes (test split of the seeded 80/10/10 split)", ""]
-    out += score_table(
-        ["config", "token representation", "test accuracy", "macro F1", "neutral F1"]
-        + ["best dev", "epochs", "steps", "minutes", "seeds"],
-        sentiment_rows,
-        speeds.get("sentiment"),
-    )
-    out += [
-        "",
-        "Mean ± sample standard deviation over seeds. Minutes: training time of `spacy train` (its log; all stretches of a resumed run).",
-        "",
-        "## Targets",
-        "",
-    ] + (target_lines(summary) or ["(not enough runs to compare)"])
+    header = ["config", "token representation", "test accuracy", "macro F1", "neutral F1"]
+    header += ["best dev", "epochs", "steps", "minutes", "seeds"]
+    title = "## Sentiment: movie-review snippets, 5 classes (test split of the seeded 80/10/10 split)"
+    return ["", title, ""] + score_table(header, rows, speeds)
+
+
+def layer_weight_lines(runs) -> List[str]:
     mixes = layer_weight_rows(runs)
-    if mixes:
-        out += [
-            "",
-            "## What the tasks learned to use: ELMo layer weights softmax(s) and gamma (seed means)",
-            "",
-            "| run | component | layer 0 (char CNN) | layer 1 | layer 2 | gamma |",
-            "|---|---|---|---|---|---|",
-        ]
-        for run, component, weights, gamma in mixes:
-            out.append(f"| `{run}` | {component} | " + " | ".join(f"{w:.3f}" for w in weights) + f" | {gamma:.3f} |")
-    investigations = investigations or {}
-    out += search_lines(investigations, runs)
-    out += adaptation_lines(investigations, adapted_dir)
-    others = {name: records for name, records in investigations.items() if not is_search_run(name)}
-    out += investigation_lines(others, bilm_dir, runs)
-    out += ["", "## The biLM", ""] + pretrain_lines
-    out += ["", "## Context: the paper", "", PAPER_CONTEXT, ""]
-    return "\n".join(out)
+    if not mixes:
+        return []
+    out = [
+        "",
+        "## What the tasks learned to use: ELMo layer weights softmax(s) and gamma (seed means)",
+        "",
+        "| run | component | layer 0 (char CNN) | layer 1 | layer 2 | gamma |",
+        "|---|---|---|---|---|---|",
+    ]
+    for run, component, weights, gamma in mixes:
+        out.append(f"| `{run}` | {component} | " + " | ".join(f"{w:.3f}" for w in weights) + f" | {gamma:.3f} |")
+    return out
 
 
 def investigation_lines(
