@@ -126,6 +126,34 @@ def test_fused_lstm_gradients_equal_step_by_step_autograd():
             assert torch.allclose(a, b, atol=1e-5), (clip, (a - b).abs().max())
 
 
+def test_fused_lstm_under_bf16_autocast_is_one_node_in_bf16_close_to_fp32():
+    """bf16 pretraining runs the same fused node with bf16 GEMM operands (not autocast's
+    step-by-step ops); gradients stay fp32, and outputs and gradients near the fp32 ones."""
+    torch.manual_seed(0)
+    for clip in (3.0, 0.0):
+        layer = ProjectedLstm(6, 10, 5, clip, clip)
+        with torch.no_grad():
+            for param in layer.parameters():
+                param.copy_(torch.randn_like(param) * 0.5)
+        x = torch.randn(7, 3, 6, requires_grad=True)
+        weights = torch.randn(7, 3, 5)
+        results = {}
+        for precision in ("fp32", "bf16"):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                out, _ = layer(x)
+            (out * weights).sum().backward()
+            results[precision] = [out.detach().float()] + [t.grad.clone() for t in (x, *layer.parameters())]
+            node = out.grad_fn if precision == "fp32" else out.grad_fn.next_functions[0][0]  # under the cast to bf16
+            assert out.dtype == {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+            assert type(node).__name__ == "_FusedLstmSequenceBackward"
+            for tensor in [x, *layer.parameters()]:
+                tensor.grad = None
+        for exact, half in zip(results["fp32"], results["bf16"]):
+            assert half.dtype == torch.float32
+            assert not torch.equal(exact, half)  # bf16 really ran
+            assert (half - exact).norm() <= 0.03 * exact.norm(), (clip, (half - exact).norm() / exact.norm())
+
+
 def _tiny_lm_and_batch():
     torch.manual_seed(0)
     lm = BidirectionalLM(tiny_bilm(), FullSoftmax(8, 10)).train()

@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from spacy_elmo.pretrain.train import native_cpu_bf16, resolve_precision
 from spacy_elmo.pretrain.warm_start import WarmStart, extended_vocab, warm_start_summary, widened_bilm
 
 from .conftest import tiny_bilm
-from .test_pretrain import SENTENCES, TINY, run
+from .test_pretrain import SENTENCES, TINY, losses, run
 
 MORE = ["the old man sold fresh fish at the market .", "a new bridge opened over the wide river ."]
 
@@ -316,6 +317,19 @@ def test_auto_precision_is_bf16_only_where_native(tmp_path, text_files, capsys):
     train, dev = text_files
     run(tmp_path / "auto", train, dev, **{"training.precision": "auto", "training.max_steps": 2})
     assert f"training.precision = auto: {expected} on cpu" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("softmax", ["full", "sampled", "adaptive"])
+def test_bf16_pretraining_learns_like_fp32(tmp_path, text_files, softmax):
+    """The bf16 path (autocast, the LSTM's fused node with bf16 GEMMs) learns the repeated text
+    with every LM head."""
+    train, dev = text_files
+    emulated = pytest.warns(UserWarning, match="without native bf16") if not native_cpu_bf16() else nullcontext()
+    with emulated:
+        summary = run(tmp_path / "bf16", train, dev, **{"training.precision": "bf16", "training.softmax": softmax})
+    curve = losses(tmp_path / "bf16")
+    assert curve[-1] < 0.5 * curve[0], curve
+    assert summary["dev_perplexity"]["mean"] < 6.0
 
 
 # -- a killed run ------------------------------------------------------------

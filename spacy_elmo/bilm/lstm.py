@@ -106,22 +106,29 @@ class ProjectedLstm(nn.Module):
         # The input-to-gate matmul for all steps at once, outside the loop.
         flat_inputs = inputs.reshape(n_steps * batch_size, -1)
         bias = self.bias + self.forget_offset
-        if lengths is None and not torch.is_autocast_enabled(inputs.device.type):
+        precision = _fused_matmul_precision(inputs.device.type)
+        if lengths is None and precision is not None:
             # Training: the whole sequence in one autograd node (hand-written BPTT). The
             # bias goes into each step's GEMM there: addmm would spend a pass over all
-            # steps' gates broadcasting it.
-            input_gates = torch.mm(flat_inputs, self.input_weight).view(n_steps, batch_size, -1)
-            outputs = _FusedLstmSequence.apply(
-                input_gates,
-                state[0],
-                state[1],
-                bias,
-                self.state_weight,
-                self.proj_weight,
-                self.cell_clip,
-                self.proj_clip,
-            )
-            return outputs, None
+            # steps' gates broadcasting it. Under bf16 autocast the node's GEMMs take bf16
+            # operands and the gates, cell state and gradients stay fp32, instead of
+            # autocast casting ~15 small ops per step.
+            with torch.autocast(inputs.device.type, enabled=False):
+                input_gates = _matmul(flat_inputs, self.input_weight, precision).view(n_steps, batch_size, -1)
+                outputs = _FusedLstmSequence.apply(
+                    input_gates,
+                    state[0].float(),
+                    state[1].float(),
+                    bias,
+                    self.state_weight,
+                    self.proj_weight,
+                    self.cell_clip,
+                    self.proj_clip,
+                    precision,
+                )
+            # bf16 out, as autocast's matmuls return it: every layer after the LSTM (the
+            # LM heads, torch's adaptive softmax among them) sees the dtypes it expects.
+            return (outputs.to(torch.bfloat16) if precision == "bf16" else outputs), None
         input_gates = torch.addmm(bias, flat_inputs, self.input_weight).view(n_steps, batch_size, -1)
         return self._run_autograd(input_gates, state, lengths)
 
@@ -248,8 +255,9 @@ class _FusedLstmSequence(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, input_gates, h0, c0, bias, state_weight, proj_weight, cell_clip, proj_clip):
-        """``input_gates (T, B, 4C)``: the inputs' part of the gates, without ``bias (4C,)``."""
+    def forward(ctx, input_gates, h0, c0, bias, state_weight, proj_weight, cell_clip, proj_clip, precision):
+        """``input_gates (T, B, 4C)``: the inputs' part of the gates, without ``bias (4C,)``;
+        ``precision``: the GEMMs' operands, "fp32" or "bf16" (fp32 results either way)."""
         n_steps, batch_size, four_c = input_gates.shape
         C = four_c // 4
         P = proj_weight.shape[1]
@@ -260,7 +268,8 @@ class _FusedLstmSequence(torch.autograd.Function):
         tanh_cells = input_gates.new_empty(n_steps, batch_size, C)
         cells[0] = c0
         hiddens[0] = h0
-        state_mm, proj_mm = PackedLinear(state_weight, bias), PackedLinear(proj_weight)
+        state_mm = PackedLinear(state_weight, bias, precision)
+        proj_mm = PackedLinear(proj_weight, precision=precision)
         for t in range(n_steps):
             gates = state_mm(hiddens[t], add=input_gates[t])
             acts.append(gates)
@@ -281,7 +290,7 @@ class _FusedLstmSequence(torch.autograd.Function):
         cell_kept = cells[1:].abs() < cell_clip if cell_clip else None
         proj_kept = hiddens[1:].abs() < proj_clip if proj_clip else None
         # Intermediates may live on ctx; inputs and outputs must be saved.
-        ctx.acts = acts
+        ctx.acts, ctx.precision = acts, precision
         ctx.save_for_backward(cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight)
         return hiddens[1:].clone()
 
@@ -295,7 +304,9 @@ class _FusedLstmSequence(torch.autograd.Function):
         grad_proj_in = grad_outputs.new_empty(n_steps, batch_size, hiddens.shape[-1])
         grad_h = grad_outputs.new_zeros(batch_size, hiddens.shape[-1])
         grad_c = cells.new_zeros(batch_size, C)
-        proj_t_mm, state_t_mm = PackedLinear(proj_weight.t()), PackedLinear(state_weight.t())
+        precision = ctx.precision
+        proj_t_mm = PackedLinear(proj_weight.t(), precision=precision)
+        state_t_mm = PackedLinear(state_weight.t(), precision=precision)
         # Masks as floats once, not a bool-to-float promotion on every step.
         proj_kept = proj_kept.to(grad_outputs.dtype) if proj_kept is not None else None
         cell_kept = cell_kept.to(cells.dtype) if cell_kept is not None else None
@@ -323,12 +334,27 @@ class _FusedLstmSequence(torch.autograd.Function):
             grad_c = dc.mul_(f)
             grad_h = state_t_mm(g)
         flat_gates = grad_gates.view(n_steps * batch_size, four_c)
-        grad_state_weight = torch.mm(hiddens[:-1].reshape(n_steps * batch_size, -1).t(), flat_gates)
-        grad_proj_weight = torch.mm(
-            mixed.view(n_steps * batch_size, C).t(), grad_proj_in.view(n_steps * batch_size, -1)
+        grad_state_weight = _matmul(hiddens[:-1].reshape(n_steps * batch_size, -1).t(), flat_gates, precision)
+        grad_proj_weight = _matmul(
+            mixed.view(n_steps * batch_size, C).t(), grad_proj_in.view(n_steps * batch_size, -1), precision
         )
         grad_bias = flat_gates.sum(0)
-        return grad_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None
+        return grad_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None, None
+
+
+def _fused_matmul_precision(device_type: str) -> Optional[str]:
+    """The fused training node's GEMM precision: "fp32", or "bf16" under bf16 autocast;
+    None under another autocast dtype (the step-by-step path, cast op by op)."""
+    if not torch.is_autocast_enabled(device_type):
+        return "fp32"
+    return "bf16" if torch.get_autocast_dtype(device_type) == torch.bfloat16 else None
+
+
+def _matmul(a: Tensor, b: Tensor, precision: str) -> Tensor:
+    """``a @ b`` with fp32 or bf16 operands, an fp32 result (differentiable: casts are)."""
+    if precision == "bf16":
+        return torch.mm(a.to(torch.bfloat16), b.to(torch.bfloat16)).float()
+    return torch.mm(a.float(), b)
 
 
 def _rows_ending_at(lengths: Optional[Tensor], n_steps: int) -> Dict[int, List[int]]:
