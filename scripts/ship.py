@@ -18,7 +18,7 @@ import bisect
 import json
 import shutil
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import h5py
 import numpy
@@ -93,6 +93,19 @@ def held_out_curve(records: List[dict], earlier_tokens: int) -> List[dict]:
     return curve
 
 
+def steps_by_precision(records: List[dict]) -> Dict[str, int]:
+    """This run's training steps per precision (its stretches may differ); records from before
+    pretrain logged it count as "not recorded"."""
+    steps: Dict[str, int] = {}
+    last = 0
+    for record in records:
+        if "loss" in record and record["step"] > last:  # a step logged again after a resume counts once
+            precision = record.get("precision", "not recorded")
+            steps[precision] = steps.get(precision, 0) + record["step"] - last
+            last = record["step"]
+    return steps
+
+
 def held_out_sha256(config_text: Optional[str]) -> Optional[str]:
     """The sha256 of the run's held-out text (``paths.dev``), so runs on the same set can be told apart."""
     dev = Config().from_str(config_text, interpolate=False)["paths"].get("dev") if config_text else None
@@ -113,6 +126,7 @@ def provenance(bilm_dir: Path, size_mb: float, corpus_report: Optional[Path] = N
         "trained_with": "python -m spacy_elmo pretrain (see config.cfg)",
         "config": config_text,
         "steps": train[-1]["step"] if train else None,
+        "steps_by_precision": steps_by_precision(records),
         "tokens_seen": tokens,
         "tokens_seen_total": tokens + earlier if tokens is not None else None,
         "training_seconds": seconds,

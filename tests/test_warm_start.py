@@ -332,6 +332,21 @@ def test_bf16_pretraining_learns_like_fp32(tmp_path, text_files, softmax):
     assert summary["dev_perplexity"]["mean"] < 6.0
 
 
+def test_a_run_resumes_in_another_precision_and_logs_each(tmp_path, text_files):
+    """fp32 to bf16 and back: a long run's stretches follow the CPU they run on."""
+    train, dev = text_files
+    out = tmp_path / "out"
+    emulated = pytest.warns(UserWarning, match="without native bf16") if not native_cpu_bf16() else nullcontext()
+    for max_steps, precision in ((2, "fp32"), (4, "bf16"), (6, "fp32")):
+        with emulated if precision == "bf16" else nullcontext():
+            summary = run(out, train, dev, **{"training.max_steps": max_steps, "training.precision": precision})
+        assert summary["steps"] == max_steps
+    logged = [(r["step"], r["precision"]) for r in read_jsonl(out / "metrics.jsonl") if "loss" in r]
+    # Logged every 5 steps and at the end of each stretch.
+    assert logged == [(2, "fp32"), (4, "bf16"), (5, "fp32"), (6, "fp32")]
+    assert 'precision = "fp32"' in (out / "config.cfg").read_text()
+
+
 # -- a killed run ------------------------------------------------------------
 def test_killed_run_resumes_losing_at_most_one_checkpoint_interval(tmp_path, text_files):
     train, dev = text_files

@@ -101,6 +101,9 @@ RESUMABLE_CHANGES = (
     "training.checkpoint_every_steps",
     "training.checkpoint_every_minutes",
     "system.threads",
+    # Weights and optimizer state are fp32 in either: a long run's stretches may use
+    # bf16 where the CPU has it and fp32 elsewhere (each metrics record names its own).
+    "training.precision",
     "corpus.max_dev_sentences",
     "paths.dev",
 )

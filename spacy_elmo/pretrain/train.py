@@ -259,7 +259,7 @@ def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
         listed = "; ".join(f"{k}: {a!r} in the checkpoint, {b!r} now" for k, a, b in differences)
         raise PretrainConfigError(
             f"{output_dir} holds a checkpoint of a run with other settings ({listed}). "
-            "Resume with the same settings (only max_steps, intervals, threads and the dev data may change) "
+            "Resume with the same settings (only max_steps, intervals, threads, precision and the dev data may change) "
             "or use a fresh output directory."
         )
     return config, True
@@ -323,6 +323,7 @@ class Run:
     per_process: int = 0
     train_lengths: List[int] = field(default_factory=list)  # tokens per training sentence, computed once
     checkpoint_step: Optional[int] = None  # the step of the checkpoint on disk (None: none yet)
+    precision: str = "fp32"  # this sitting's (training.precision resolved), in every metrics record
 
     @property
     def training(self) -> Dict[str, Any]:
@@ -476,6 +477,7 @@ def log_metrics(run: Run, learn_rate: float) -> Dict[str, Any]:
         "tokens": run.progress.tokens_seen,
         "learn_rate": learn_rate,
         "elapsed": run.progress.elapsed + (now - run.started),
+        "precision": run.precision,
     }
     if run.dist.is_main:
         append_jsonl(run.output_dir / METRICS_NAME, [record])
@@ -584,6 +586,7 @@ def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str,
     t = run.training
     schedule = Schedule(t["learn_rate"], t["warmup_steps"])
     autocast = make_autocast(t["precision"], run.device, run.dist)
+    run.precision = resolve_precision(t["precision"], run.device)
     run.started = run.last_checkpoint = time.perf_counter()
     run.window = LogWindow(run.started)
     bar = tqdm(

@@ -10,7 +10,7 @@ import numpy
 import pytest
 from install_default import install
 from project_errors import ProjectDataError
-from ship import BILM_FILES, HEAD_FILES, MAX_MB, SHIPPED_FILES, held_out_curve, megabytes, ship
+from ship import BILM_FILES, HEAD_FILES, MAX_MB, SHIPPED_FILES, held_out_curve, megabytes, ship, steps_by_precision
 
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.io import file_sha256
@@ -38,6 +38,7 @@ def test_ship_writes_float16_weights_with_provenance(bilm_dir, tmp_path):
         assert f["CNN_proj/W_proj"].dtype == numpy.float16
     provenance = json.loads((dest / "provenance.json").read_text())
     assert provenance["steps"] == 3 and "[training]" in provenance["config"]
+    assert provenance["steps_by_precision"] == {"fp32": 3}
     original = ElmoBiLM.from_dir(bilm_dir).embed_batch([["the", "cat"]])[0]
     shipped = ElmoBiLM.from_dir(dest).embed_batch([["the", "cat"]])[0]
     assert numpy.allclose(original, shipped, atol=2e-2) and not numpy.array_equal(original, shipped)
@@ -115,6 +116,18 @@ def test_held_out_curve_counts_tokens_at_each_evaluation_over_warm_starts():
         {"step": 40, "tokens_seen_total": 1161, "dev_perplexity": 300.0},
         {"step": 50, "tokens_seen_total": 1161, "dev_loss": 2.5},
     ]
+
+
+def test_steps_by_precision_counts_each_stretch_once():
+    records = [
+        {"step": 20, "loss": 5.0},  # logged before pretrain recorded the precision
+        {"step": 40, "loss": 4.0, "precision": "fp32"},
+        {"step": 40, "dev_perplexity": 300.0},
+        {"step": 40, "loss": 4.1, "precision": "bf16"},  # logged again after a resume: counted once
+        {"step": 70, "loss": 3.9, "precision": "bf16"},
+        {"step": 75, "loss": 3.8, "precision": "fp32"},
+    ]
+    assert steps_by_precision(records) == {"not recorded": 20, "fp32": 25, "bf16": 30}
 
 
 def test_the_lm_head_is_left_out_where_only_the_biLM_fits(bilm_dir, tmp_path):
