@@ -19,7 +19,6 @@ of CoNLL, CNN + vectors + ELMo >= CNN + vectors + 3 F1; at 1%, the chosen pair's
 vectors + ELMo >= its vectors + 8 F1).
 """
 
-import json
 import re
 import statistics
 from pathlib import Path
@@ -28,6 +27,8 @@ from typing import Dict, List, Optional, Tuple
 import typer
 from experiment import parse_seeds, run_seed
 from project_errors import ProjectDataError
+
+from spacy_elmo.io import read_json
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -189,12 +190,12 @@ def run_curve(
 
 def seed_test_scores(folder: Path, key: str) -> List[float]:
     """A run's test score KEY, one per seed (``folder``: its metrics)."""
-    return [json.loads(p.read_text(encoding="utf8"))["test"][key] for p in sorted(folder.glob("seed*.json"))]
+    return [read_json(p, ProjectDataError)["test"][key] for p in sorted(folder.glob("seed*.json"))]
 
 
 def points(task: str, metrics_dir: Path, subsets_dir: Path) -> Dict[str, List[Tuple[int, List[float]]]]:
     """Per run: (training sentences, test scores over seeds), smallest subset first, 100% last."""
-    listing = json.loads((subsets_dir / "subsets.json").read_text(encoding="utf8"))
+    listing = read_json(subsets_dir / "subsets.json", ProjectDataError)
     sizes = [(name, subset["sentences"]) for name, subset in listing["subsets"].items()]
     sizes.sort(key=lambda item: item[1])
     key = SCORE[task][0]

@@ -155,10 +155,11 @@ def one_config(name: str, runs: List[Dict[str, Any]]) -> Optional[str]:
 def described(description: str, row: Dict[str, Any]) -> str:
     """A run's table description; a run on the dev search's choice (``configs/search/``) names
     the candidate, from its config's name (search_table's candidates)."""
-    candidate = config_candidate(Path(row["config"] or ""))
+    config = Path(row["config"] or "")
+    candidate = config_candidate(config)
     if candidate is None:
         return description
-    return f"{description}: `{candidate}`, {CANDIDATES.get(candidate, Path(row['config']).stem)}"
+    return f"{description}: `{candidate}`, {CANDIDATES.get(candidate, config.stem)}"
 
 
 def summarize(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, Any]]:

@@ -228,3 +228,11 @@ def test_the_chosen_pair_has_its_own_curve_and_its_1pct_target(tmp_path):
     )
     assert target in text
     assert "train_5pct: `ner_vectors_elmo_acc`" not in text  # the target is at 1% only
+
+
+def test_a_damaged_seed_record_is_named(tmp_path):
+    (tmp_path / "seed0.json").write_text(json.dumps({"test": {"ents_f": 0.8}}), encoding="utf8")
+    assert learning_curve.seed_test_scores(tmp_path, "ents_f") == [0.8]
+    (tmp_path / "seed1.json").write_text('{"test": {"ents_f"', encoding="utf8")
+    with pytest.raises(learning_curve.ProjectDataError, match=r"seed1\.json: not a valid JSON file"):
+        learning_curve.seed_test_scores(tmp_path, "ents_f")
