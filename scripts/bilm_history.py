@@ -12,12 +12,14 @@ comparable only within one held-out set and vocabulary: the table names the
 set by its sha256, and the plot draws each stretch as its own line.
 """
 
-import json
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 import typer
 from confection import Config
+from project_errors import ProjectDataError
+
+from spacy_elmo.io import read_json
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -110,7 +112,7 @@ def main(
     reports_dir: Path = typer.Argument(..., help="where bilm_history.md and .png go"),
 ):
     """The table and curve of every stretch the biLM was trained in."""
-    chain = stretches(json.loads(provenance_json.read_text(encoding="utf8")))
+    chain = stretches(read_json(provenance_json, ProjectDataError))
     reports_dir.mkdir(parents=True, exist_ok=True)
     text = "\n".join(["# How the biLM was trained, stretch by stretch", ""] + table(chain)) + "\n"
     (reports_dir / "bilm_history.md").write_text(text, encoding="utf8")

@@ -29,7 +29,7 @@ import resume_training
 import typer
 from project_errors import ProjectDataError
 
-from spacy_elmo.io import atomic_path, read_jsonl
+from spacy_elmo.io import atomic_path, read_json, read_jsonl
 
 if TYPE_CHECKING:  # spaCy and torch load only when a pipeline is read
     from spacy_elmo.pipeline.elmo import ElmoComponent
@@ -152,7 +152,7 @@ def score_test(out_dir: Path, test: Path, gold_preproc: bool, gpu_id: int) -> Di
     command = [sys.executable, "-m", "spacy", "evaluate", str(out_dir / "model-best"), str(test)]
     command += ["--output", str(scores_file), "--gpu-id", str(gpu_id)]
     subprocess.run(command + (["--gold-preproc"] if gold_preproc else []), check=True)
-    return json.loads(scores_file.read_text(encoding="utf8"))
+    return read_json(scores_file, ProjectDataError)
 
 
 def parse_seeds(seeds: str) -> List[int]:

@@ -46,8 +46,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import typer
+from project_errors import ProjectDataError
 
-from spacy_elmo.io import atomic_path, read_jsonl
+from spacy_elmo.io import atomic_path, read_json, read_jsonl
 
 STATE_FILE = "resume.json"
 LOG_FILE = "log.jsonl"
@@ -71,7 +72,7 @@ def read_state(out_dir: Path) -> Dict[str, Any]:
     path = out_dir / STATE_FILE
     if not path.is_file():
         return {"stretches": [], "finished": False}
-    return json.loads(path.read_text(encoding="utf8"))
+    return read_json(path, ProjectDataError)
 
 
 def write_state(out_dir: Path, state: Dict[str, Any]) -> None:

@@ -28,7 +28,7 @@ from project_errors import ProjectDataError
 
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.bilm.model import OPTIONS_NAME, WEIGHTS_NAME
-from spacy_elmo.io import file_sha256, read_jsonl
+from spacy_elmo.io import file_sha256, read_json, read_jsonl
 from spacy_elmo.pretrain.outputs import SOFTMAX_NAME, VOCAB_NAME
 
 PROVENANCE_NAME = "provenance.json"
@@ -65,7 +65,7 @@ def warm_start_provenance(config_text: Optional[str]) -> Optional[dict]:
         return None
     init_dir = Config().from_str(config_text, interpolate=False)["paths"].get("init_dir")
     path = Path(init_dir) / PROVENANCE_NAME if init_dir else None
-    return json.loads(path.read_text(encoding="utf8")) if path is not None and path.is_file() else None
+    return read_json(path, ProjectDataError) if path is not None and path.is_file() else None
 
 
 def earlier_totals(before: Optional[dict]) -> Tuple[int, float]:
@@ -131,10 +131,10 @@ def provenance(bilm_dir: Path, size_mb: float, corpus_report: Optional[Path] = N
         "tokens_seen_total": tokens + earlier if tokens is not None else None,
         "training_seconds": seconds,
         "training_seconds_total": seconds + earlier_seconds if seconds is not None else None,
-        "perplexity": json.loads(perplexity.read_text()) if perplexity.is_file() else None,
+        "perplexity": read_json(perplexity, ProjectDataError) if perplexity.is_file() else None,
         "held_out_sha256": held_out_sha256(config_text),
         "held_out_curve": held_out_curve(records, earlier),
-        "corpus": json.loads(corpus_report.read_text())["total"] if corpus_report is not None else None,
+        "corpus": read_json(corpus_report, ProjectDataError)["total"] if corpus_report is not None else None,
         "warm_started_from": before,
         "size_mb": round(size_mb, 2),
     }
@@ -199,7 +199,7 @@ def main(
 ):
     """Write BILM_DIR as float16, with its provenance, to DEST."""
     out = ship(bilm_dir, dest, max_mb, corpus_report)
-    record = json.loads((out / PROVENANCE_NAME).read_text())
+    record = read_json(out / PROVENANCE_NAME, ProjectDataError)
     typer.echo(f"float16 biLM written to {out} ({record['size_mb']} MB)")
     if "lm_head" in record:
         typer.echo(f"its LM head (softmax and vocabulary): {record['lm_head']}")

@@ -21,7 +21,7 @@ import typer
 from project_errors import ProjectDataError
 from spacy.tokens import Doc, DocBin
 
-from spacy_elmo.io import atomic_path, file_sha256
+from spacy_elmo.io import atomic_path, file_sha256, read_json
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -52,7 +52,7 @@ def check_written_down(listing: Path, record: Dict) -> None:
     sampling rule would silently change every learning-curve point)."""
     if not listing.is_file():
         return
-    old = json.loads(listing.read_text(encoding="utf8"))
+    old = read_json(listing, ProjectDataError)
     if (old["train_sha256"], old["seed"]) != (record["train_sha256"], record["seed"]):
         return
     for name, subset in record["subsets"].items():

@@ -47,6 +47,9 @@ def test_subsets_command_writes_the_sample_down_and_refuses_a_silent_change(tmp_
     monkeypatch.setattr(subsets, "nested_subsets", lambda counts, percents, seed: {"train_10pct": [0, 1]})
     result = CliRunner().invoke(app, [str(train), str(tmp_path / "out"), "--percents", "10"])
     assert result.exit_code != 0 and "differs from the subset written down" in str(result.exception)
+    (tmp_path / "out" / "subsets.json").write_text('{"train_sha256": "', encoding="utf8")  # cut short
+    result = CliRunner().invoke(app, [str(train), str(tmp_path / "out"), "--percents", "10"])
+    assert result.exit_code != 0 and "subsets.json: not a valid JSON file" in str(result.exception)
 
 
 def _metrics(folder, seed, key, score):

@@ -169,3 +169,9 @@ def test_a_stretch_killed_before_its_first_evaluation_resumes_from_the_kept_poin
     ]
     assert json.loads(metrics_file.read_text())["training"]["steps"] == 5
     assert (out_dir / "model-best" / "meta.json").is_file()
+
+
+def test_a_damaged_resume_state_is_named(tmp_path):
+    (tmp_path / resume_training.STATE_FILE).write_text('{"stretches": [{"first_step"', encoding="utf8")
+    with pytest.raises(experiment.ProjectDataError, match=r"resume\.json: not a valid JSON file"):
+        resume_training.read_state(tmp_path)

@@ -8,6 +8,7 @@ import bilm_history
 import h5py
 import numpy
 import pytest
+import ship as ship_module
 from install_default import install
 from project_errors import ProjectDataError
 from ship import BILM_FILES, HEAD_FILES, MAX_MB, SHIPPED_FILES, held_out_curve, megabytes, ship, steps_by_precision
@@ -185,3 +186,16 @@ def test_a_biLM_of_the_bundled_size_ships_with_its_LM_head_under_the_default_cap
     provenance = json.loads((dest / "provenance.json").read_text())
     assert "lm_head" not in provenance
     assert 25 < provenance["size_mb"] <= MAX_MB == 32  # over the old 25 MB cap: the head needed the new one
+
+
+def test_a_damaged_provenance_is_named_by_ship_and_bilm_history(bilm_dir, tmp_path):
+    """A warm start's provenance.json cut short: ship names the file instead of a bare JSONDecodeError."""
+    first = ship(bilm_dir, tmp_path / "first")
+    provenance = first / "provenance.json"
+    provenance.write_text(provenance.read_text()[:40], encoding="utf8")
+    config_text = f'[paths]\ninit_dir = "{first}"\n'
+    with pytest.raises(ProjectDataError, match=r"provenance\.json: not a valid JSON file"):
+        ship_module.warm_start_provenance(config_text)
+    result = run_cli(bilm_history.main, [provenance, tmp_path / "reports"])
+    assert result.exit_code != 0
+    assert isinstance(result.exception, ProjectDataError) and "not a valid JSON file" in str(result.exception)
