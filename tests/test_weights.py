@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import h5py
 import numpy
@@ -207,12 +208,25 @@ def test_unknown_preset():
         preset("huge")
 
 
-def test_copy_of_reference_is_readonly_safe(reference_dir, tmp_path):
-    """Loading never writes to the weight file (read-only mode)."""
+def test_loading_opens_the_weight_file_read_only(reference_dir, tmp_path, monkeypatch):
+    """Loading never writes to the weight file: it opens it in mode "r" only, so a
+    read-only copy loads and the bytes are untouched (a chmod alone proves nothing as root)."""
     target = tmp_path / "ro.hdf5"
     shutil.copy(reference_dir / "lm_weights.hdf5", target)
     target.chmod(0o444)
+    before = target.read_bytes()
+    opened = []
+    real_file = h5py.File
+
+    def recording_file(name, mode="r", *args, **kwargs):
+        opened.append((Path(name), mode))
+        return real_file(name, mode, *args, **kwargs)
+
+    monkeypatch.setattr(h5py, "File", recording_file)
     ElmoBiLM.from_files(reference_dir / "options.json", target)
+    assert opened and all(mode == "r" for _, mode in opened), opened
+    assert target in {path for path, _ in opened}
+    assert target.read_bytes() == before
 
 
 def test_float16_files_are_half_size_and_load(saved, tmp_path):
