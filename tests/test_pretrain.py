@@ -20,6 +20,7 @@ from spacy_elmo.bilm.lstm import ProjectedLstm
 from spacy_elmo.io import read_jsonl
 from spacy_elmo.pretrain import PretrainConfigError, PretrainDataError, Vocabulary, load_config, pretrain
 from spacy_elmo.pretrain.batches import epoch_batches, make_batch
+from spacy_elmo.pretrain.config import Schedule
 from spacy_elmo.pretrain.corpus import Corpus
 from spacy_elmo.pretrain.outputs import load_checkpoint, save_checkpoint
 from spacy_elmo.pretrain.perplexity import perplexity
@@ -313,6 +314,42 @@ def test_resume_refuses_other_settings(tmp_path, text_files):
     train.write_text(train.read_text(encoding="utf8") + "one more line\n", encoding="utf8")
     with pytest.raises(PretrainConfigError, match="trained on other text: .*train.txt changed"):
         run(tmp_path / "out", train, dev, **{"training.max_steps": 4})
+
+
+def test_the_schedule_warms_up_stays_constant_then_cools_down_to_max_steps():
+    assert [Schedule(0.1, 2, 10, 4)(s) for s in range(10)] == pytest.approx(
+        [0.05, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.075, 0.05, 0.025]
+    )
+    assert [Schedule(0.1, 2, 10, 0)(s) for s in range(10)] == pytest.approx([0.05] + [0.1] * 9)
+    # A cooldown over a warm-up: the lower of the two.
+    assert [Schedule(0.1, 4, 4, 4)(s) for s in range(4)] == pytest.approx([0.025, 0.05, 0.05, 0.025])
+    for bad in (-1, 11, 2.5):
+        with pytest.raises(PretrainConfigError, match="training.cooldown_steps must be an integer from 0 to"):
+            load_config(TINY, {"paths.train": "t.txt", "training.max_steps": 10, "training.cooldown_steps": bad})
+
+
+def test_a_cooldown_set_for_the_last_stretch_decays_from_the_checkpoint_and_cannot_reach_back(tmp_path, text_files):
+    train, dev = text_files
+    out = tmp_path / "out"
+    every_step = {"training.log_every_steps": 1}
+    run(out, train, dev, **every_step, **{"training.max_steps": 4})
+    # As a checkpoint written before the cooldown existed (such runs resume with one).
+    config_file = out / "config.cfg"
+    config_file.write_text(config_file.read_text().replace("cooldown_steps = 0\n", ""))
+    assert "cooldown_steps" not in config_file.read_text()
+    with pytest.raises(
+        PretrainConfigError,
+        match=r"cooldown_steps = 4 would decay the learning rate from step 2 .* checkpoint's step 4",
+    ):
+        run(out, train, dev, **every_step, **{"training.max_steps": 6, "training.cooldown_steps": 4})
+    run(out, train, dev, **every_step, **{"training.max_steps": 8, "training.cooldown_steps": 4})
+    rates = [r["learn_rate"] for r in read_jsonl(out / "metrics.jsonl") if "loss" in r]
+    assert rates == pytest.approx([0.05] * 5 + [0.0375, 0.025, 0.0125])
+    assert "cooldown_steps = 4" in (out / "config.cfg").read_text()
+    # Once the cooldown has begun, the run cannot be extended (its steps would have had other rates).
+    with pytest.raises(PretrainConfigError, match=r"in its cooldown since step 4: resume with training.max_steps = 8"):
+        run(out, train, dev, **every_step, **{"training.max_steps": 12, "training.cooldown_steps": 4})
+    assert run(out, train, dev, **every_step, **{"training.max_steps": 8, "training.cooldown_steps": 4})["steps"] == 8
 
 
 def test_resume_accepts_the_same_paths_spelled_otherwise(tmp_path, text_files, monkeypatch):

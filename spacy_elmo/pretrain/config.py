@@ -3,9 +3,12 @@
 Every setting has a default (``DEFAULT_CONFIG``); a config file overrides
 some, and the command line overrides those (``--training.max_steps 60``).
 The learning-rate schedule never depends on ``max_steps``, so a run extended
-with a larger ``max_steps`` continues exactly as a longer run would have.
+with a larger ``max_steps`` continues exactly as a longer run would have; the
+one exception is the cooldown (``training.cooldown_steps``), which by design
+ends at ``max_steps`` and is set for a run's last stretch.
 """
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -68,6 +71,10 @@ batch_size = 2048
 optimizer = "adam"
 learn_rate = 0.001
 warmup_steps = 200
+# The last cooldown_steps steps before max_steps decay the learning rate linearly
+# towards 0 (0: constant after the warm-up). Set it for a run's last stretch: the
+# learning rate stays constant until then, so stretches can be added freely before.
+cooldown_steps = 0
 weight_decay = 0.0
 dropout = 0.1
 grad_clip = 10.0
@@ -104,6 +111,9 @@ RESUMABLE_CHANGES = (
     # Weights and optimizer state are fp32 in either: a long run's stretches may use
     # bf16 where the CPU has it and fp32 elsewhere (each metrics record names its own).
     "training.precision",
+    # The cooldown may be set or moved while it has not begun (checked against the
+    # checkpoint's step by schedule_change_error).
+    "training.cooldown_steps",
     "corpus.max_dev_sentences",
     "paths.dev",
 )
@@ -166,6 +176,12 @@ def _validate_training(t: Dict[str, Any]) -> None:
         isinstance(t["warmup_steps"], int) and t["warmup_steps"] >= 0,
         "training.warmup_steps",
         "must be an integer >= 0",
+    )
+    cooldown = t["cooldown_steps"]
+    _check(
+        isinstance(cooldown, int) and not isinstance(cooldown, bool) and 0 <= cooldown <= t["max_steps"],
+        "training.cooldown_steps",
+        f"must be an integer from 0 to training.max_steps ({t['max_steps']!r}), got {cooldown!r}",
     )
     _check(t["optimizer"] in OPTIMIZERS, "training.optimizer", f"must be one of {OPTIMIZERS}, got {t['optimizer']!r}")
     _check(t["softmax"] in SOFTMAX_KINDS, "training.softmax", f"must be one of {SOFTMAX_KINDS}, got {t['softmax']!r}")
@@ -302,15 +318,55 @@ def _same_setting(section: str, a: Any, b: Any) -> bool:
 
 @dataclass
 class Schedule:
-    """Linear warm-up, then constant: independent of max_steps (see module doc)."""
+    """Linear warm-up, constant, then (with cooldown_steps) a linear decay towards 0
+    over the last cooldown_steps steps before max_steps: warmup-stable-decay."""
 
     learn_rate: float
     warmup_steps: int
+    max_steps: int = 0
+    cooldown_steps: int = 0
+
+    @classmethod
+    def of(cls, training: Dict[str, Any]) -> "Schedule":
+        """The schedule of a [training] section (one written before the cooldown existed has none)."""
+        return cls(
+            training["learn_rate"], training["warmup_steps"], training["max_steps"], training.get("cooldown_steps", 0)
+        )
+
+    @property
+    def decay_start(self) -> float:
+        """The first step whose learning rate is decayed (infinity: none is)."""
+        return self.max_steps - self.cooldown_steps if self.cooldown_steps else math.inf
 
     def __call__(self, step: int) -> float:
+        factor = 1.0
         if self.warmup_steps and step < self.warmup_steps:
-            return self.learn_rate * (step + 1) / self.warmup_steps
-        return self.learn_rate
+            factor = (step + 1) / self.warmup_steps
+        if step >= self.decay_start:
+            factor = min(factor, (self.max_steps - step) / self.cooldown_steps)
+        return self.learn_rate * factor
+
+
+def schedule_change_error(saved: Schedule, current: Schedule, step: int) -> Optional[str]:
+    """Why ``current`` cannot continue a run trained to ``step`` under ``saved`` (None: it can).
+
+    The steps already trained must keep their learning rates: the cooldown may be set,
+    moved or removed only while neither schedule has begun to decay."""
+    if min(saved.decay_start, current.decay_start) >= step or (
+        saved.max_steps,
+        saved.cooldown_steps,
+    ) == (current.max_steps, current.cooldown_steps):
+        return None
+    if saved.decay_start < step:
+        return (
+            f"the checkpoint (step {step}) is in its cooldown since step {saved.decay_start}: "
+            f"resume with training.max_steps = {saved.max_steps} and training.cooldown_steps = {saved.cooldown_steps}"
+        )
+    return (
+        f"training.cooldown_steps = {current.cooldown_steps} would decay the learning rate from step "
+        f"{current.decay_start} (max_steps {current.max_steps} - cooldown_steps), before the checkpoint's step "
+        f"{step}: the cooldown must start at or after it (max_steps - cooldown_steps >= {step})"
+    )
 
 
 def _model_section_text(options: ElmoOptions) -> str:

@@ -35,7 +35,15 @@ from ..bilm.model import OPTIONS_NAME
 from ..errors import PretrainDataError
 from ..io import append_jsonl, is_disk_full, read_jsonl
 from .batches import epoch_batches
-from .config import PretrainConfigError, Schedule, config_differences, model_options, model_section, widen_model
+from .config import (
+    PretrainConfigError,
+    Schedule,
+    config_differences,
+    model_options,
+    model_section,
+    schedule_change_error,
+    widen_model,
+)
 from .corpus import inputs_sha256
 from .data import TrainingData, read_data
 from .evaluation import dev_nll, dev_record, held_out_figures, unknown_rate_warning
@@ -259,7 +267,8 @@ def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
         listed = "; ".join(f"{k}: {a!r} in the checkpoint, {b!r} now" for k, a, b in differences)
         raise PretrainConfigError(
             f"{output_dir} holds a checkpoint of a run with other settings ({listed}). "
-            "Resume with the same settings (only max_steps, intervals, threads, precision and the dev data may change) "
+            "Resume with the same settings (only max_steps, the cooldown, intervals, threads, precision and the dev data "
+            "may change) "
             "or use a fresh output directory."
         )
     return config, True
@@ -386,6 +395,10 @@ def restore(run: Run) -> None:
             f"{run.output_dir} holds a checkpoint trained on other text: {run.config['paths']['train']} changed "
             "since; use a fresh output directory (or restore the text to resume)"
         )
+    saved_training = read_saved_config(run.output_dir / CONFIG_NAME, path)["training"]
+    problem = schedule_change_error(Schedule.of(saved_training), Schedule.of(run.training), state["step"])
+    if problem:
+        raise PretrainConfigError(f"{run.output_dir}: {problem}")
     run.lm.load_state_dict(state["model"])
     run.optimizer.load_state_dict(with_step_implementation(state["optimizer"], run.optimizer))
     _set_rng_state(state["rng"][run.dist.rank], run.device)
@@ -584,7 +597,7 @@ def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bo
 def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str, Any]:
     """The training loop of a started run, to ``training.max_steps``."""
     t = run.training
-    schedule = Schedule(t["learn_rate"], t["warmup_steps"])
+    schedule = Schedule.of(t)
     autocast = make_autocast(t["precision"], run.device, run.dist)
     run.precision = resolve_precision(t["precision"], run.device)
     run.started = run.last_checkpoint = time.perf_counter()
