@@ -323,8 +323,8 @@ class Schedule:
 
     learn_rate: float
     warmup_steps: int
-    max_steps: int = 0
-    cooldown_steps: int = 0
+    max_steps: int
+    cooldown_steps: int
 
     @classmethod
     def of(cls, training: Dict[str, Any]) -> "Schedule":
@@ -352,10 +352,8 @@ def schedule_change_error(saved: Schedule, current: Schedule, step: int) -> Opti
 
     The steps already trained must keep their learning rates: the cooldown may be set,
     moved or removed only while neither schedule has begun to decay."""
-    if min(saved.decay_start, current.decay_start) >= step or (
-        saved.max_steps,
-        saved.cooldown_steps,
-    ) == (current.max_steps, current.cooldown_steps):
+    same = (saved.max_steps, saved.cooldown_steps) == (current.max_steps, current.cooldown_steps)
+    if same or min(saved.decay_start, current.decay_start) >= step:
         return None
     if saved.decay_start < step:
         return (

@@ -250,8 +250,8 @@ def _set_rng_state(state: Dict[str, Any], device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
-def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
-    """The config to run and whether this resumes a checkpoint in ``output_dir``."""
+def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, Optional[Config]]:
+    """The config to run, and the config of the checkpoint in ``output_dir`` it resumes (None: a fresh run)."""
     init_options = config["paths"]["init_options"] or (
         Path(config["paths"]["init_dir"]) / OPTIONS_NAME if config["paths"]["init_dir"] else None
     )
@@ -260,7 +260,7 @@ def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
         config["model"].update(model_section(ElmoOptions.from_file(init_options)))
         widen_model(config, init_options)
     if not (output_dir / CHECKPOINT_NAME).is_file():
-        return config, False
+        return config, None
     saved = read_saved_config(output_dir / CONFIG_NAME, output_dir / CHECKPOINT_NAME)
     differences = config_differences(saved, config)
     if differences:
@@ -268,10 +268,9 @@ def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, bool]:
         raise PretrainConfigError(
             f"{output_dir} holds a checkpoint of a run with other settings ({listed}). "
             "Resume with the same settings (only max_steps, the cooldown, intervals, threads, precision and the dev data "
-            "may change) "
-            "or use a fresh output directory."
+            "may change) or use a fresh output directory."
         )
-    return config, True
+    return config, saved
 
 
 def make_autocast(setting: str, device: torch.device, dist: Distributed):
@@ -349,7 +348,8 @@ def start_run(config: Config, output_dir: Path, device: str) -> Tuple[Run, Optio
     dist = setup_distributed(torch_device)
     if config["system"]["threads"]:
         torch.set_num_threads(config["system"]["threads"])
-    config, resuming = resolve_config(config, output_dir)
+    config, saved = resolve_config(config, output_dir)
+    resuming = saved is not None
     options = model_options(config)
     warm = read_init_dir(config["paths"]["init_dir"]) if config["paths"]["init_dir"] and not resuming else None
     data = read_data(config, output_dir, resuming, options.max_characters_per_token, warm)
@@ -368,7 +368,7 @@ def start_run(config: Config, output_dir: Path, device: str) -> Tuple[Run, Optio
     )
     # Dropout and negative samples differ between processes.
     torch.manual_seed(seed * 1_000_003 + dist.rank + 1)
-    restore(run) if resuming else start_outputs(run)
+    restore(run, saved) if saved is not None else start_outputs(run)
     run.model = lm
     if dist.world_size > 1:
         from torch.nn.parallel import DistributedDataParallel
@@ -381,8 +381,9 @@ def start_run(config: Config, output_dir: Path, device: str) -> Tuple[Run, Optio
     return run, warm
 
 
-def restore(run: Run) -> None:
-    """Continue from the checkpoint: weights, optimizer, this process's RNG, progress."""
+def restore(run: Run, saved: Config) -> None:
+    """Continue from the checkpoint (``saved``: the config it was trained with): weights,
+    optimizer, this process's RNG, progress."""
     path = run.output_dir / CHECKPOINT_NAME
     state = load_checkpoint(path, CHECKPOINT_KEYS)
     if state["world_size"] != run.dist.world_size:
@@ -395,8 +396,7 @@ def restore(run: Run) -> None:
             f"{run.output_dir} holds a checkpoint trained on other text: {run.config['paths']['train']} changed "
             "since; use a fresh output directory (or restore the text to resume)"
         )
-    saved_training = read_saved_config(run.output_dir / CONFIG_NAME, path)["training"]
-    problem = schedule_change_error(Schedule.of(saved_training), Schedule.of(run.training), state["step"])
+    problem = schedule_change_error(Schedule.of(saved["training"]), Schedule.of(run.training), state["step"])
     if problem:
         raise PretrainConfigError(f"{run.output_dir}: {problem}")
     run.lm.load_state_dict(state["model"])
