@@ -16,6 +16,13 @@ metrics file exists is skipped, so an interrupted run resumes; a seed whose
 ``spacy train`` was killed resumes from its last evaluation (see
 ``resume_training``: what differs from an uninterrupted run, and
 ``training/NAME/seed{N}/resume.json``, its stretches).
+
+The metrics file records the sha256 of every file a ``--paths.*`` override
+names (``inputs``: in the project, the biLM's ``options.json`` and
+``weights.hdf5``). A finished seed whose files have changed since (a biLM
+pretrained again) is trained again: its metrics file and training directory are
+first moved to ``superseded/<time>/`` beside them. A metrics file written before
+inputs were recorded cannot be checked and is kept, with a note saying so.
 """
 
 import json
@@ -29,7 +36,7 @@ import resume_training
 import typer
 from project_errors import ProjectDataError
 
-from spacy_elmo.io import atomic_path, read_json, read_jsonl
+from spacy_elmo.io import atomic_path, file_sha256, read_json, read_jsonl
 
 if TYPE_CHECKING:  # spaCy and torch load only when a pipeline is read
     from spacy_elmo.pipeline.elmo import ElmoComponent
@@ -90,7 +97,8 @@ def run_seed(
 ) -> Path:
     out_dir = training_dir / name / f"seed{seed}"
     metrics_file = metrics_dir / name / f"seed{seed}.json"
-    if metrics_file.is_file():
+    inputs = input_fingerprint(overrides)
+    if metrics_file.is_file() and not superseded(metrics_file, out_dir, inputs):
         typer.echo(f"{metrics_file} exists: seed {seed} of {name} is done")
         return metrics_file
     corpus_flags = []
@@ -109,7 +117,7 @@ def run_seed(
         *overrides,
     ]
     start = time.time()
-    train_next_stretch(config, out_dir, train_overrides, f"{name}, seed {seed}", gpu_id)
+    train_next_stretch(config, out_dir, train_overrides, inputs, f"{name}, seed {seed}", gpu_id)
     wall_seconds = time.time() - start
     test_scores = None if test is None else score_test(out_dir, test, gold_preproc, gpu_id)
     result = {
@@ -118,6 +126,7 @@ def run_seed(
         "seed": seed,
         "overrides": overrides,
         "gold_preproc": gold_preproc,
+        "inputs": inputs,
         # None for a dev-only run (`investigate`): the test split is kept for the final table.
         "test": test_scores,
         # wall_seconds: this call's training (the last stretch); the log's "seconds" cover all stretches.
@@ -134,9 +143,37 @@ def run_seed(
     return metrics_file
 
 
-def train_next_stretch(config: Path, out_dir: Path, train_overrides: List[str], label: str, gpu_id: int) -> None:
+def input_fingerprint(overrides: List[str]) -> Dict[str, str]:
+    """The sha256 of every file a ``--paths.*`` override names (directories, such as
+    a vectors pipeline, are not hashed), by override: {"paths.elmo_weights": sha256, ...}."""
+    from spacy.cli._util import parse_config_overrides
+
+    named = parse_config_overrides(list(overrides))  # it empties the list it is given
+    return {
+        key: file_sha256(Path(value))
+        for key, value in sorted(named.items())
+        if key.startswith("paths.") and isinstance(value, str) and Path(value).is_file()
+    }
+
+
+def superseded(metrics_file: Path, out_dir: Path, inputs: Dict[str, str]) -> bool:
+    """Whether a finished seed was trained on other files than ``inputs`` (then both its
+    metrics file and training directory are moved aside, and the seed is trained again)."""
+    recorded = read_json(metrics_file, ProjectDataError).get("inputs")
+    if recorded is None:
+        typer.echo(f"{metrics_file}: written before input files were recorded, so not checked against them; kept")
+        return False
+    changed = resume_training.changed_inputs(recorded, inputs)
+    if changed:
+        resume_training.set_aside([metrics_file, out_dir], f"trained on other files ({', '.join(changed)})")
+    return bool(changed)
+
+
+def train_next_stretch(
+    config: Path, out_dir: Path, train_overrides: List[str], inputs: Dict[str, str], label: str, gpu_id: int
+) -> None:
     """Train the run's next stretch (from its last evaluation if it was stopped); nothing if it is finished."""
-    stretch = resume_training.next_stretch(config, out_dir, train_overrides)
+    stretch = resume_training.next_stretch(config, out_dir, train_overrides, inputs)
     if stretch is None:
         return
     command = [sys.executable, "-m", "spacy", "train", str(stretch.config), "--output", str(out_dir)]

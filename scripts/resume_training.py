@@ -37,10 +37,17 @@ What differs from an uninterrupted run:
 of the log's last evaluation and it loads; otherwise (missing, torn by the kill,
 saved after a later evaluation the log never got) the seed's directory is moved
 aside to ``seedN.stale`` with a one-line message and the seed starts afresh.
+
+``resume.json`` also records the sha256 of the files the run's ``--paths.*``
+overrides name (``inputs``; in the project, the biLM's ``options.json`` and
+``weights.hdf5``). A seed begun on other files (a biLM pretrained again) does not
+resume: its directory is moved to ``superseded/<time>/seedN`` beside it and the
+seed starts afresh, since a resumed stretch would keep the old biLM's weights.
 """
 
 import json
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -143,30 +150,52 @@ def replace_dir(source: Path, target: Path, move: bool) -> None:
     tmp.rename(target)
 
 
-def start_afresh(out_dir: Path, why: Optional[str]) -> None:
+def start_afresh(out_dir: Path, why: Optional[str], inputs: Dict[str, str]) -> None:
     if why is not None:
         stale = out_dir.with_name(f"{out_dir.name}.stale")
         typer.echo(f"{out_dir}: cannot resume ({why}); moved to {stale}, starting afresh")
         if stale.exists():
             shutil.rmtree(stale)
         out_dir.rename(stale)
-    write_state(out_dir, {"stretches": [{"first_step": 0, "last_step": None}], "finished": False})
+    write_state(out_dir, {"stretches": [{"first_step": 0, "last_step": None}], "finished": False, "inputs": inputs})
 
 
-def next_stretch(config: Path, out_dir: Path, overrides: List[str]) -> Optional[Stretch]:
-    """The next ``spacy train`` call for this seed, or None if training finished."""
+def changed_inputs(recorded: Dict[str, str], current: Dict[str, str]) -> List[str]:
+    """The overrides whose file differs (or that one side lacks), e.g. ["paths.elmo_weights"]."""
+    return sorted(key for key in {*recorded, *current} if recorded.get(key) != current.get(key))
+
+
+def set_aside(paths: List[Path], why: str) -> None:
+    """Move each existing path to ``superseded/<time>/`` beside it: kept, but no longer the run's."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for path in paths:
+        if path.exists():
+            target = path.parent / "superseded" / stamp / path.name
+            while target.exists():  # never replace what an earlier move kept
+                target = target.parent.with_name(target.parent.name + "+") / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+            typer.echo(f"{path}: {why}; moved to {target}")
+
+
+def next_stretch(config: Path, out_dir: Path, overrides: List[str], inputs: Dict[str, str]) -> Optional[Stretch]:
+    """The next ``spacy train`` call for this seed, or None if training finished.
+    inputs: the sha256 of the files the overrides name (``input_fingerprint``)."""
+    recorded = read_state(out_dir).get("inputs")
+    if recorded is not None and changed_inputs(recorded, inputs):
+        set_aside([out_dir], f"begun on other files ({', '.join(changed_inputs(recorded, inputs))})")
     state = read_state(out_dir)
     if state["finished"]:
         return None
     records = read_jsonl(out_dir / LOG_FILE)
     if not records:
         started = out_dir.is_dir() and any(out_dir.iterdir())
-        start_afresh(out_dir, "no evaluation was logged" if started else None)
+        start_afresh(out_dir, "no evaluation was logged" if started else None, inputs)
         return Stretch(config, overrides)
     last, best = records[-1], best_record(records)
     point = find_resume_point(out_dir, last)
     if point is None:
-        start_afresh(out_dir, f"no model-last saved at the last logged evaluation, step {last['step']}")
+        start_afresh(out_dir, f"no model-last saved at the last logged evaluation, step {last['step']}", inputs)
         return Stretch(config, overrides)
     stretches = [s for s in state["stretches"] if s["first_step"] <= last["step"]] or [{"first_step": 0}]
     # The global best is in the last stretch that logged (spaCy's model-best, or the
@@ -178,11 +207,12 @@ def next_stretch(config: Path, out_dir: Path, overrides: List[str]) -> Optional[
     else:
         best_dir = point if best is last else out_dir / "model-best"
     if not best_dir.is_dir():
-        start_afresh(out_dir, f"{best_dir} (the best evaluation, step {best['step']}) is missing")
+        start_afresh(out_dir, f"{best_dir} (the best evaluation, step {best['step']}) is missing", inputs)
         return Stretch(config, overrides)
     replace_dir(best_dir, out_dir / EARLIER_BEST, move=False)
     stretches[-1]["last_step"] = last["step"]
     state["stretches"] = stretches
+    state["inputs"] = inputs  # a seed begun before inputs were recorded is taken to have had these
     resumed = resume_config(config, out_dir, overrides, last, patience_start(records))
     if resumed is None:  # the killed stretch had used up its budget: only the records are left to finish
         replace_dir(point, out_dir / "model-last", move=True)

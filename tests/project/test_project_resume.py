@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import List
 
 import experiment
 import pytest
@@ -69,6 +70,7 @@ def test_a_killed_seed_resumes_into_one_global_curve_and_is_then_skipped(prepare
     assert state == {
         "stretches": [{"first_step": 0, "last_step": 4}, {"first_step": 5, "last_step": 9}],
         "finished": True,
+        "inputs": {},
     }
     record = json.loads(metrics_file.read_text())
     assert record["training"]["steps"] == 9 and len(record["training"]["stretches"]) == 2
@@ -156,7 +158,7 @@ def test_a_stretch_killed_before_its_first_evaluation_resumes_from_the_kept_poin
         "5",
     ]
     # The second stretch starts, spaCy clears model-last and model-best, and the kill comes before step 3's evaluation.
-    assert resume_training.next_stretch(REPO / "configs" / "ner_cnn.cfg", out_dir, overrides) is not None
+    assert resume_training.next_stretch(REPO / "configs" / "ner_cnn.cfg", out_dir, overrides, {}) is not None
     assert not (out_dir / "model-last").exists()
     if (out_dir / "model-best").exists():
         shutil.rmtree(out_dir / "model-best")
@@ -175,3 +177,69 @@ def test_a_damaged_resume_state_is_named(tmp_path):
     (tmp_path / resume_training.STATE_FILE).write_text('{"stretches": [{"first_step"', encoding="utf8")
     with pytest.raises(experiment.ProjectDataError, match=r"resume\.json: not a valid JSON file"):
         resume_training.read_state(tmp_path)
+
+
+def test_the_fingerprint_hashes_the_files_that_paths_overrides_name(tmp_path):
+    weights, vectors = tmp_path / "weights.hdf5", tmp_path / "vectors"
+    weights.write_bytes(b"one biLM")
+    vectors.mkdir()
+    overrides = ["--paths.elmo_weights", str(weights), "--paths.vectors", str(vectors), "--training.max_steps", "5"]
+    first = experiment.input_fingerprint(overrides)
+    assert list(first) == ["paths.elmo_weights"]  # directories and non-path settings are not hashed
+    weights.write_bytes(b"another biLM")
+    assert experiment.input_fingerprint(overrides) != first
+    assert resume_training.changed_inputs(first, experiment.input_fingerprint(overrides)) == ["paths.elmo_weights"]
+    assert resume_training.changed_inputs(first, {}) == ["paths.elmo_weights"]
+
+
+def superseded_items(folder: Path) -> List[Path]:
+    return sorted((folder / "superseded").glob("*/*"))
+
+
+def test_a_finished_seed_trained_on_other_files_is_moved_aside_and_trained_again(prepared_corpora, tmp_path, capsys):
+    metrics_file = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    record = json.loads(metrics_file.read_text())
+    assert record["inputs"] == {}  # no --paths.* override names a file here
+    record["inputs"] = {"paths.elmo_weights": "0" * 64}  # as if trained on a biLM since pretrained again
+    metrics_file.write_text(json.dumps(record))
+    assert run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2) == metrics_file
+    assert "trained on other files (paths.elmo_weights); moved to" in capsys.readouterr().out
+    assert json.loads(metrics_file.read_text())["inputs"] == {}  # trained again on today's files
+    [old_record] = superseded_items(metrics_file.parent)
+    assert json.loads(old_record.read_text())["inputs"] == {"paths.elmo_weights": "0" * 64}
+    [old_dir] = superseded_items(tmp_path / "training" / "tiny")
+    assert old_dir.name == "seed0" and (old_dir / "model-best").is_dir()  # kept, not deleted
+
+
+def test_a_record_from_before_inputs_were_recorded_is_kept_with_a_note(prepared_corpora, tmp_path, monkeypatch, capsys):
+    metrics_file = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    record = json.loads(metrics_file.read_text())
+    del record["inputs"]
+    metrics_file.write_text(json.dumps(record))
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a record without inputs was trained again")
+
+    monkeypatch.setattr(subprocess, "run", no_training)
+    assert run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2) == metrics_file
+    assert "written before input files were recorded" in capsys.readouterr().out
+    assert not (metrics_file.parent / "superseded").exists()
+
+
+def test_a_killed_seed_begun_on_other_files_starts_afresh(prepared_corpora, tmp_path, monkeypatch):
+    out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_cnn.cfg", 4)
+    state = json.loads((out_dir / "resume.json").read_text())
+    assert state["inputs"] == {}
+    state["inputs"] = {"paths.elmo_weights": "0" * 64}
+    (out_dir / "resume.json").write_text(json.dumps(state))
+    run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    # Not resumed at step 5 from the old model: trained from step 0 again.
+    assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2]
+    [old_dir] = superseded_items(out_dir.parent)
+    assert [r["step"] for r in read_jsonl(old_dir / "log.jsonl")] == [0, 2, 4]
+
+
+def test_the_fingerprint_leaves_the_overrides_as_they_were(tmp_path):
+    overrides = ["--paths.elmo_weights", str(tmp_path), "--training.max_steps", "5"]
+    experiment.input_fingerprint(overrides)
+    assert overrides == ["--paths.elmo_weights", str(tmp_path), "--training.max_steps", "5"]
