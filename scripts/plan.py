@@ -11,7 +11,7 @@ workflow overrides them with) and batch size and the
 measured training speed; the task-training times are measured minutes per
 seed. Steps outside `all` (the dev search, ``adapt-bilm``) are listed apart,
 below the total: ``adapt-bilm`` from its config's batch size, its steps (the
-head-only start and the adaptation, per task) and the same pretraining speed.
+head-only start, the adaptation and the head-only "before" run, per task) and the same pretraining speed.
 The measurements themselves are ``project.yml`` vars (``plan_*``: where
 they were measured and how), the one place to change on another machine.
 """
@@ -145,10 +145,12 @@ def pretrain_row(training: Dict[str, Any], tokens_per_sec: float) -> Row:
 
 
 def adapt_row(batch_size: int, tokens_per_sec: float, tasks: int, head_steps: int, steps: int) -> Row:
+    # Head-only: the start (head_steps) and the "before" run (head_steps + steps).
+    head_only = 2 * head_steps + steps
     return (
-        f"adapt-bilm ({tasks} tasks x ({head_steps} head-only + {steps}) steps x "
+        f"adapt-bilm ({tasks} tasks x ({head_only} head-only + {steps}) steps x "
         f"{batch_size} tokens at {tokens_per_sec:.0f} tokens/s)",
-        tasks * (head_steps + steps) * batch_size / tokens_per_sec / 60,
+        tasks * (head_only + steps) * batch_size / tokens_per_sec / 60,
         "from the measured pretraining speed (head-only steps cost less: an upper bound)",
     )
 

@@ -186,7 +186,7 @@ def best_lines(pairs: List[Pair]) -> List[str]:
 
 def adapted_perplexity(adapted_dir: Optional[Path], task: str, when: str) -> Optional[float]:
     """The mean perplexity on the task's dev text (``adapt-perplexity``): ``when`` is
-    "before" (the starting biLM with its head-only LM head) or "after"."""
+    "before" (the starting biLM, its LM head trained alone for as many steps) or "after"."""
     if adapted_dir is None:
         return None
     path = adapted_dir / f"bilm_adapted_{task}" / f"perplexity_{when}.json"
@@ -223,8 +223,8 @@ def adaptation_lines(investigations: Records, adapted_dir: Optional[Path]) -> Li
         "## The biLM adapted to the task's text (`adapt-bilm`; dev split only, seed 0)",
         "",
         "The bundled biLM continued on each task's training text only (`adapt-bilm`; never dev or test). "
-        "Perplexity: the task's dev text, mean of both directions, the starting biLM with a head-only LM head "
-        "-> the adapted biLM (`adapt-perplexity`). Dev scores as in the search table.",
+        "Perplexity: the task's dev text, mean of both directions, the starting biLM kept fixed with its LM head "
+        "trained alone for as many steps -> the adapted biLM (`adapt-perplexity`). Dev scores as in the search table.",
         "",
         "| task | dev perplexity | candidate | dev, general biLM | dev, adapted biLM | change |",
         "|---|---|---|---|---|---|",

@@ -99,10 +99,14 @@ def test_adapts_head_first_then_all_and_resumes(prepared_corpora, tmp_path, init
     result = run_adapt([*args, "--steps", "4"])
     assert result.exit_code == 0, result.output
     assert max(steps(out)) == 4 and max(steps(head)) == 2
+    # The "before" run: the fixed biLM's head alone for as many steps as head start + adaptation.
+    before_dir = adapt_bilm.before_dir_of(out)
+    assert max(steps(before_dir)) == 2 + 4
+    assert all(numpy.array_equal(start[name], weights(before_dir)[name]) for name in start)
     # adapt-perplexity: both directories score the task's dev split (.spacy) over the same vocabulary.
     from spacy_elmo.pretrain.perplexity import perplexity
 
-    before, after = (perplexity(d, prepared_corpora / "conll/dev.spacy") for d in (head, out))
+    before, after = (perplexity(d, prepared_corpora / "conll/dev.spacy") for d in (before_dir, out))
     assert before["unknown_rate"] == after["unknown_rate"] and before["sentences"] == after["sentences"] > 0
     assert before["mean"] != after["mean"] and before["mean"] > 1
 

@@ -168,4 +168,4 @@ def test_steps_outside_all_are_listed_apart_with_adapt_bilm_from_its_config(tmp_
     assert "| **total** | **81** (about 1.3 hours) | |" in total  # 5 + 66.7 + 9: the optional steps not added
     assert "| search-ner | 290 | estimated (not measured yet): 290 min |" in apart
     # 2 tasks x 300 steps x 4096 tokens at 4096 tokens/s = 600 s
-    assert "| adapt-bilm (2 tasks x (100 head-only + 200) steps x 4096 tokens at 4096 tokens/s) | 10 |" in apart
+    assert "| adapt-bilm (2 tasks x (400 head-only + 200) steps x 4096 tokens at 4096 tokens/s) | 20 |" in apart
