@@ -25,7 +25,7 @@ Two ``pretrain`` runs, each resumable (re-run to continue; a larger
 3. ``OUTPUT_DIR_before``: the starting biLM fixed, its head trained alone for
    as many steps as (1) and (2) together, on the same text. Its perplexity is
    the "before" figure: (1)'s head alone is far from fitted after ``--head-steps``
-   (measured on CoNLL: 465.6 after 100 steps, still falling fast), so beside
+   (measured on CoNLL's held-out 2% of its text: 465.6 after 100 steps, still falling fast), so beside
    (2) it would credit the adaptation with what is only more head training.
 
 All three share one vocabulary, so their perplexities compare.
