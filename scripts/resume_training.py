@@ -181,10 +181,12 @@ def set_aside(paths: List[Path], why: str) -> None:
 def next_stretch(config: Path, out_dir: Path, overrides: List[str], inputs: Dict[str, str]) -> Optional[Stretch]:
     """The next ``spacy train`` call for this seed, or None if training finished.
     inputs: the sha256 of the files the overrides name (``input_fingerprint``)."""
-    recorded = read_state(out_dir).get("inputs")
-    if recorded is not None and changed_inputs(recorded, inputs):
-        set_aside([out_dir], f"begun on other files ({', '.join(changed_inputs(recorded, inputs))})")
     state = read_state(out_dir)
+    # A state from before inputs were recorded is taken to have had these.
+    changed = changed_inputs(state.get("inputs", inputs), inputs)
+    if changed:
+        set_aside([out_dir], f"begun on other files ({', '.join(changed)})")
+        state = read_state(out_dir)
     if state["finished"]:
         return None
     records = read_jsonl(out_dir / LOG_FILE)
@@ -212,7 +214,7 @@ def next_stretch(config: Path, out_dir: Path, overrides: List[str], inputs: Dict
     replace_dir(best_dir, out_dir / EARLIER_BEST, move=False)
     stretches[-1]["last_step"] = last["step"]
     state["stretches"] = stretches
-    state["inputs"] = inputs  # a seed begun before inputs were recorded is taken to have had these
+    state["inputs"] = inputs
     resumed = resume_config(config, out_dir, overrides, last, patience_start(records))
     if resumed is None:  # the killed stretch had used up its budget: only the records are left to finish
         replace_dir(point, out_dir / "model-last", move=True)
