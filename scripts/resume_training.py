@@ -36,7 +36,8 @@ What differs from an uninterrupted run:
 ``model-last`` is trusted only if its ``meta.json`` holds the losses and scores
 of the log's last evaluation and it loads; otherwise (missing, torn by the kill,
 saved after a later evaluation the log never got) the seed's directory is moved
-aside to ``seedN.stale`` with a one-line message and the seed starts afresh.
+to ``superseded/<time>/seedN`` beside it with a one-line message and the seed
+starts afresh (an earlier move is never replaced: nothing is deleted).
 
 ``resume.json`` also records the sha256 of the files the run's ``--paths.*``
 overrides name (``inputs``; in the project, the biLM's ``options.json`` and
@@ -152,11 +153,7 @@ def replace_dir(source: Path, target: Path, move: bool) -> None:
 
 def start_afresh(out_dir: Path, why: Optional[str], inputs: Dict[str, str]) -> None:
     if why is not None:
-        stale = out_dir.with_name(f"{out_dir.name}.stale")
-        typer.echo(f"{out_dir}: cannot resume ({why}); moved to {stale}, starting afresh")
-        if stale.exists():
-            shutil.rmtree(stale)
-        out_dir.rename(stale)
+        set_aside([out_dir], f"cannot resume ({why}), starting afresh")
     write_state(out_dir, {"stretches": [{"first_step": 0, "last_step": None}], "finished": False, "inputs": inputs})
 
 

@@ -122,7 +122,8 @@ def test_a_damaged_model_last_starts_the_seed_afresh_with_a_message(prepared_cor
     assert "cannot resume (no model-last saved at the last logged evaluation, step 2)" in capsys.readouterr().out
     assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2]
     assert json.loads((out_dir / "resume.json").read_text())["stretches"] == [{"first_step": 0, "last_step": 2}]
-    assert (out_dir.with_name("seed0.stale") / "log.jsonl").is_file()  # the old run moved aside, not mixed in
+    kept = list(out_dir.parent.glob("superseded/*/seed0/log.jsonl"))
+    assert len(kept) == 1  # the old run moved aside, not mixed in
 
 
 def test_a_listener_config_with_elmo_and_vectors_resumes(prepared_corpora, tmp_path, monkeypatch):
@@ -243,3 +244,15 @@ def test_the_fingerprint_leaves_the_overrides_as_they_were(tmp_path):
     overrides = ["--paths.elmo_weights", str(tmp_path), "--training.max_steps", "5"]
     experiment.input_fingerprint(overrides)
     assert overrides == ["--paths.elmo_weights", str(tmp_path), "--training.max_steps", "5"]
+
+
+def test_setting_aside_twice_in_one_second_keeps_both(tmp_path):
+    """A seed moved aside twice (damaged, then begun on other files) keeps both old runs."""
+    seed = tmp_path / "seed0"
+    for text in ("first", "second"):
+        seed.mkdir()
+        (seed / "log.jsonl").write_text(text)
+        resume_training.set_aside([seed], "test")
+    kept = sorted(p.read_text() for p in tmp_path.glob("superseded/*/seed0/log.jsonl"))
+    assert kept == ["first", "second"]
+    assert not seed.exists()
