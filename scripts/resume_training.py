@@ -12,9 +12,16 @@ one global curve. ``resume.json`` in the seed's directory records each
 stretch's first and last logged step and whether training finished (then a
 later call only scores the model).
 
+Every stretch, the first included, trains a config written beside the seed
+(``first.cfg``, then ``resume.cfg``) whose optimizer is wrapped in
+``spacy-elmo.StatefulOptimizer.v1`` and whose log (``spacy-elmo.TrainingLog.v3``)
+saves the optimizer's state after each evaluation (``optimizer-state.msgpack``):
+a resumed stretch continues Adam's moments, bias correction and parameter
+averages from the resume point's evaluation (or says why not and starts them
+afresh). The file is removed once the seed's training is over.
+
 What differs from an uninterrupted run:
-- The optimizer restarts: Adam's moments (and the learning-rate schedule's
-  position, and parameter averages if a config used them) start afresh.
+- The learning-rate schedule's position restarts (our configs use a constant rate).
 - The data order restarts at an epoch boundary: the resumed stretch begins a
   new epoch (counted as one more epoch) in the order the seed gives a first
   epoch; updates after the last evaluation of the killed stretch are lost.
@@ -61,11 +68,14 @@ from spacy_elmo.io import atomic_path, read_json, read_jsonl
 STATE_FILE = "resume.json"
 LOG_FILE = "log.jsonl"
 RESUME_CONFIG = "resume.cfg"
+FIRST_CONFIG = "first.cfg"
+OPTIMIZER_STATE = "optimizer-state.msgpack"
 # spaCy deletes model-last and model-best when a stretch starts: the resume point
 # and the earlier best are moved out of its way first.
 RESUME_POINT = "resume-point"
 EARLIER_BEST = "model-best-earlier"
-LOGGER = "spacy-elmo.TrainingLog.v2"
+LOGGER = "spacy-elmo.TrainingLog.v3"
+STATEFUL_OPTIMIZER = "spacy-elmo.StatefulOptimizer.v1"
 
 
 @dataclass
@@ -190,12 +200,12 @@ def next_stretch(config: Path, out_dir: Path, overrides: List[str], inputs: Dict
     if not records:
         started = out_dir.is_dir() and any(out_dir.iterdir())
         start_afresh(out_dir, "no evaluation was logged" if started else None, inputs)
-        return Stretch(config, overrides)
+        return Stretch(first_config(config, out_dir, overrides), [])
     last, best = records[-1], best_record(records)
     point = find_resume_point(out_dir, last)
     if point is None:
         start_afresh(out_dir, f"no model-last saved at the last logged evaluation, step {last['step']}", inputs)
-        return Stretch(config, overrides)
+        return Stretch(first_config(config, out_dir, overrides), [])
     stretches = [s for s in state["stretches"] if s["first_step"] <= last["step"]] or [{"first_step": 0}]
     # The global best is in the last stretch that logged (spaCy's model-best, or the
     # resume point itself), or in an earlier one (kept aside when a later stretch began;
@@ -207,7 +217,7 @@ def next_stretch(config: Path, out_dir: Path, overrides: List[str], inputs: Dict
         best_dir = point if best is last else out_dir / "model-best"
     if not best_dir.is_dir():
         start_afresh(out_dir, f"{best_dir} (the best evaluation, step {best['step']}) is missing", inputs)
-        return Stretch(config, overrides)
+        return Stretch(first_config(config, out_dir, overrides), [])
     replace_dir(best_dir, out_dir / EARLIER_BEST, move=False)
     stretches[-1]["last_step"] = last["step"]
     state["stretches"] = stretches
@@ -235,7 +245,7 @@ def resume_config(
     from spacy.cli._util import parse_config_overrides
     from spacy.util import load_config
 
-    cfg = load_config(config, overrides=parse_config_overrides(overrides), interpolate=False)
+    cfg = load_config(config, overrides=parse_config_overrides(list(overrides)), interpolate=False)
     training = cfg["training"]
     first_step = last["step"] + 1
     left = {
@@ -253,17 +263,39 @@ def resume_config(
         cfg["components"][name] = {"source": point}
     # Pretrained tok2vec weights would overwrite the resumed ones at initialization.
     cfg["initialize"]["init_tok2vec"] = None
+    offsets = {"epoch": last["epoch"] + 1, "step": first_step, "seconds": last["seconds"], "words": last["words"]}
+    return write_stretch_config(cfg, out_dir / RESUME_CONFIG, offsets)
+
+
+def first_config(config: Path, out_dir: Path, overrides: List[str]) -> Path:
+    """The config of a seed's first stretch: ``config`` with the overrides applied,
+    logging and keeping the optimizer's state as every stretch does."""
+    from spacy.cli._util import parse_config_overrides
+    from spacy.util import load_config
+
+    cfg = load_config(config, overrides=parse_config_overrides(list(overrides)), interpolate=False)
+    return write_stretch_config(cfg, out_dir / FIRST_CONFIG, None)
+
+
+def write_stretch_config(cfg: Any, path: Path, offsets: Optional[Dict[str, Any]]) -> Path:
+    """Write a stretch's config: its log (appended to, with ``offsets``, when resuming)
+    and its optimizer's state file, which the log saves after each evaluation and a
+    resumed stretch starts from."""
+    training = cfg["training"]
+    state_file = str((path.parent / OPTIMIZER_STATE).resolve())
+    training["optimizer"] = {
+        "@optimizers": STATEFUL_OPTIMIZER,
+        "optimizer": training["optimizer"],
+        "state_file": state_file,
+    }
     training["logger"] = {
         "@loggers": LOGGER,
-        "output_file": str(out_dir / LOG_FILE),
+        "output_file": str(path.parent / LOG_FILE),
         "progress_bar": training["logger"].get("progress_bar"),
-        "append": True,
-        "epoch_offset": last["epoch"] + 1,
-        "step_offset": first_step,
-        "seconds_offset": last["seconds"],
-        "words_offset": last["words"],
+        "append": offsets is not None,
+        **{f"{key}_offset": value for key, value in (offsets or {}).items()},
+        "optimizer_state": state_file,
     }
-    path = out_dir / RESUME_CONFIG
     cfg.to_disk(path)
     return path
 
@@ -276,6 +308,7 @@ def finish(out_dir: Path, state: Dict[str, Any], records: List[Dict[str, Any]], 
     for leftover in (earlier, out_dir / RESUME_POINT):
         if leftover.exists():
             shutil.rmtree(leftover)
+    (out_dir / OPTIMIZER_STATE).unlink(missing_ok=True)  # only a resumed stretch needs it
     state["stretches"][-1]["last_step"] = records[-1]["step"]
     state["finished"] = True
     write_state(out_dir, state)

@@ -6,6 +6,11 @@ comparison reports: epochs, steps, wall time, best dev score).
 file instead of replacing it, and adds offsets to each record's epoch, step,
 seconds and words, so the stretches of a resumed run make one global curve.
 
+``spacy-elmo.TrainingLog.v3`` adds ``optimizer_state``: the file the optimizer's
+state is saved to after each evaluation and restored from when a stretch starts
+(see ``optimizer_state``; the config's optimizer must be wrapped in
+``spacy-elmo.StatefulOptimizer.v1`` with the same file).
+
 The table leaves out the loss column of an elmo component whose biLM no
 listener fine-tunes: it is always 0.00, and users took it for a bug."""
 
@@ -16,6 +21,8 @@ from typing import IO, Any, Callable, Dict, Optional, Tuple
 
 from spacy.training.loggers import console_logger_v3
 from spacy.util import registry
+
+from .optimizer_state import optimizer_for, restore_state, save_state
 
 RECORD_KEYS = ("epoch", "step", "score", "seconds", "words")
 OFFSET_KEYS = ("epoch", "step", "seconds", "words")
@@ -36,11 +43,28 @@ def training_log_v2(
     seconds_offset: int = 0,
     words_offset: int = 0,
 ) -> Callable:
+    return training_log_v3(output_file, progress_bar, append, epoch_offset, step_offset, seconds_offset, words_offset)
+
+
+@registry.loggers("spacy-elmo.TrainingLog.v3")
+def training_log_v3(
+    output_file: Optional[str] = None,
+    progress_bar: Optional[str] = None,
+    append: bool = False,
+    epoch_offset: int = 0,
+    step_offset: int = 0,
+    seconds_offset: int = 0,
+    words_offset: int = 0,
+    optimizer_state: Optional[str] = None,
+) -> Callable:
     console = console_logger_v3(progress_bar=progress_bar, console_output=True, output_file=None)
     offsets = {"epoch": epoch_offset, "step": step_offset, "seconds": seconds_offset, "words": words_offset}
 
     def setup(nlp: Any, stdout: IO = sys.stdout, stderr: IO = sys.stderr) -> Tuple[Callable, Callable]:
         log_console, finalize_console = console(_TableView(nlp), stdout, stderr)
+        keep_state = None if optimizer_state is None else _OptimizerKeeper(nlp, Path(optimizer_state), stdout)
+        if keep_state is not None and step_offset > 0:
+            keep_state.restore(step_offset - 1)
         stream = None
         if output_file:
             Path(output_file).parent.mkdir(parents=True, exist_ok=True)
@@ -48,15 +72,18 @@ def training_log_v2(
 
         def log_step(info: Optional[Dict[str, Any]]) -> None:
             log_console(info)
-            if info is None or stream is None:
+            if info is None:
                 return
             record = {key: info[key] for key in RECORD_KEYS}
             for key in OFFSET_KEYS:
                 record[key] += offsets[key]
             record["losses"] = {k: float(v) for k, v in info["losses"].items()}
             record["scores"] = {k: v for k, v in info["other_scores"].items() if isinstance(v, (int, float))}
-            stream.write(json.dumps(record) + "\n")
-            stream.flush()
+            if stream is not None:
+                stream.write(json.dumps(record) + "\n")
+                stream.flush()
+            if keep_state is not None:  # after spaCy saved model-last at this evaluation
+                keep_state.save(record["step"])
 
         def finalize() -> None:
             finalize_console()
@@ -66,6 +93,24 @@ def training_log_v2(
         return log_step, finalize
 
     return setup
+
+
+class _OptimizerKeeper:
+    """Saves and restores the training optimizer's state (``optimizer_state``)."""
+
+    def __init__(self, nlp: Any, path: Path, stdout: IO) -> None:
+        self.nlp, self.path, self.stdout = nlp, path, stdout
+        self.optimizer = optimizer_for(str(path))
+
+    def restore(self, step: int) -> None:
+        why_not = restore_state(self.nlp, self.optimizer, self.path, step)
+        if why_not is None:
+            self.stdout.write(f"Restored the optimizer's state of step {step} from {self.path}\n")
+        else:
+            self.stdout.write(f"The optimizer starts afresh: {why_not}\n")
+
+    def save(self, step: int) -> None:
+        save_state(self.nlp, self.optimizer, self.path, step)
 
 
 class _TableView:

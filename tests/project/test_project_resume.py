@@ -56,11 +56,19 @@ def killed_after_first_stretch(corpus, tmp_path, monkeypatch, config, steps, ext
     return tmp_path / "training" / "tiny" / "seed0"
 
 
-def test_a_killed_seed_resumes_into_one_global_curve_and_is_then_skipped(prepared_corpora, tmp_path, monkeypatch):
+def test_a_killed_seed_resumes_into_one_global_curve_and_is_then_skipped(
+    prepared_corpora, tmp_path, monkeypatch, capfd
+):
     out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_cnn.cfg", 4)
     assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2, 4]
     assert json.loads((out_dir / "resume.json").read_text())["finished"] is False
+    assert "spacy-elmo.StatefulOptimizer.v1" in (out_dir / "first.cfg").read_text()
+    assert (out_dir / resume_training.OPTIMIZER_STATE).is_file()
+    capfd.readouterr()
     metrics_file = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 9)
+    # Adam's moments continue from the resume point's evaluation (tests/test_optimizer_state.py: exactly)
+    assert "Restored the optimizer's state of step 4 from" in capfd.readouterr().out
+    assert not (out_dir / resume_training.OPTIMIZER_STATE).exists()  # removed once training is over
     # The second stretch starts at step 5 (its own step 0) with 9 - 5 steps left: evaluations at 5, 7, 9.
     log = read_jsonl(out_dir / "log.jsonl")
     assert [r["step"] for r in log] == [0, 2, 4, 5, 7, 9]
