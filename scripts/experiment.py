@@ -17,11 +17,12 @@ metrics file exists is skipped, so an interrupted run resumes; a seed whose
 ``resume_training``: what differs from an uninterrupted run, and
 ``training/NAME/seed{N}/resume.json``, its stretches).
 
-The metrics file records the sha256 of every file a ``--paths.*`` override
-names (``inputs``: in the project, the biLM's ``options.json`` and
-``weights.hdf5``). A finished seed whose files have changed since (a biLM
-pretrained again) is trained again: its metrics file and training directory are
-first moved to ``superseded/<time>/`` beside them. A metrics file written before
+The metrics file records the config and the sha256 of every file a
+``--paths.*`` override names (``inputs``: in the project, the biLM's
+``options.json`` and ``weights.hdf5``). A finished seed given another config
+since, or whose files have changed (a biLM pretrained again), is trained again:
+its metrics file and training directory are first moved to
+``superseded/<time>/`` beside them. A metrics file written before
 inputs were recorded cannot be checked and is kept, with a note saying so.
 """
 
@@ -98,7 +99,7 @@ def run_seed(
     out_dir = training_dir / name / f"seed{seed}"
     metrics_file = metrics_dir / name / f"seed{seed}.json"
     inputs = input_fingerprint(overrides)
-    if metrics_file.is_file() and not superseded(metrics_file, out_dir, inputs):
+    if metrics_file.is_file() and not superseded(metrics_file, out_dir, config, inputs):
         typer.echo(f"{metrics_file} exists: seed {seed} of {name} is done")
         return metrics_file
     corpus_flags = []
@@ -156,16 +157,17 @@ def input_fingerprint(overrides: List[str]) -> Dict[str, str]:
     }
 
 
-def superseded(metrics_file: Path, out_dir: Path, inputs: Dict[str, str]) -> bool:
-    """Whether a finished seed was trained on other files than ``inputs`` (then both its
-    metrics file and training directory are moved aside, and the seed is trained again)."""
-    recorded = read_json(metrics_file, ProjectDataError).get("inputs")
-    if recorded is None:
+def superseded(metrics_file: Path, out_dir: Path, config: Path, inputs: Dict[str, str]) -> bool:
+    """Whether a finished seed was trained with another config or on other files than
+    ``inputs`` (then both its metrics file and training directory are moved aside, and
+    the seed is trained again)."""
+    record = read_json(metrics_file, ProjectDataError)
+    if record.get("inputs") is None:
         typer.echo(f"{metrics_file}: written before input files were recorded, so not checked against them; kept")
-        return False
-    changed = resume_training.changed_inputs(recorded, inputs)
+    changed = resume_training.what_changed(record, config, inputs)
     if changed:
-        resume_training.set_aside([metrics_file, out_dir], f"trained on other files ({', '.join(changed)})")
+        why = f"trained with another config or other files ({', '.join(changed)})"
+        resume_training.set_aside([metrics_file, out_dir], why)
     return bool(changed)
 
 

@@ -138,8 +138,7 @@ def training_columns(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
 
 def one_config(name: str, runs: List[Dict[str, Any]]) -> Optional[str]:
     """The config every seed of a run trained (None if the records do not say): seeds of
-    another config (a run re-pointed at another config, e.g. a new dev-search choice, skips
-    the seeds already done) are refused."""
+    another config (a run re-pointed at another config whose command was not re-run) are refused."""
     configs: Dict[Optional[str], List[int]] = {}
     for record in runs:
         configs.setdefault(record.get("config"), []).append(record.get("seed", -1))
@@ -147,7 +146,7 @@ def one_config(name: str, runs: List[Dict[str, Any]]) -> Optional[str]:
         seeds = "; ".join(f"{config}: seeds {', '.join(map(str, found))}" for config, found in configs.items())
         raise ProjectDataError(
             f"{name}: its seeds trained different configs ({seeds}); "
-            "move the stale seeds' metrics/<run>/seed*.json and training/<run>/seed* away and re-run"
+            "re-run the run's command: seeds trained with another config are moved aside and trained again"
         )
     return next(iter(configs))
 

@@ -46,14 +46,16 @@ saved after a later evaluation the log never got) the seed's directory is moved
 to ``superseded/<time>/seedN`` beside it with a one-line message and the seed
 starts afresh (an earlier move is never replaced: nothing is deleted).
 
-``resume.json`` also records the sha256 of the files the run's ``--paths.*``
-overrides name (``inputs``; in the project, the biLM's ``options.json`` and
-``weights.hdf5``). A seed begun on other files (a biLM pretrained again) does not
-resume: its directory is moved to ``superseded/<time>/seedN`` beside it and the
-seed starts afresh, since a resumed stretch would keep the old biLM's weights.
+``resume.json`` also records the config and the sha256 of the files the run's
+``--paths.*`` overrides name (``inputs``; in the project, the biLM's
+``options.json`` and ``weights.hdf5``). A seed begun with another config or on
+other files (a biLM pretrained again) does not resume: its directory is moved to
+``superseded/<time>/seedN`` beside it and the seed starts afresh, since a
+resumed stretch would keep the old model or the old biLM's weights.
 """
 
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -161,15 +163,32 @@ def replace_dir(source: Path, target: Path, move: bool) -> None:
     tmp.rename(target)
 
 
-def start_afresh(out_dir: Path, why: Optional[str], inputs: Dict[str, str]) -> None:
+def start_afresh(
+    config: Path, out_dir: Path, overrides: List[str], inputs: Dict[str, str], why: Optional[str]
+) -> Stretch:
+    """The seed's first stretch; a directory it cannot resume from (``why``) is moved aside first."""
     if why is not None:
         set_aside([out_dir], f"cannot resume ({why}), starting afresh")
-    write_state(out_dir, {"stretches": [{"first_step": 0, "last_step": None}], "finished": False, "inputs": inputs})
+    state = {"stretches": [{"first_step": 0, "last_step": None}], "finished": False, "config": str(config)}
+    write_state(out_dir, {**state, "inputs": inputs})
+    return Stretch(first_config(config, out_dir, overrides), [])
 
 
 def changed_inputs(recorded: Dict[str, str], current: Dict[str, str]) -> List[str]:
     """The overrides whose file differs (or that one side lacks), e.g. ["paths.elmo_weights"]."""
     return sorted(key for key in {*recorded, *current} if recorded.get(key) != current.get(key))
+
+
+def what_changed(record: Dict[str, Any], config: Path, inputs: Dict[str, str]) -> List[str]:
+    """What differs between a seed's record (its metrics file or resume.json) and this call:
+    "config" if the record names another config file (a run re-pointed, e.g. at a new
+    dev-search choice), then the overrides whose file differs. A record from before
+    configs or inputs were recorded is taken to have had these."""
+    changed = changed_inputs(record.get("inputs", inputs), inputs)
+    recorded_config = record.get("config")
+    if recorded_config is not None and os.path.normpath(recorded_config) != os.path.normpath(config):
+        changed.insert(0, "config")
+    return changed
 
 
 def set_aside(paths: List[Path], why: str) -> None:
@@ -189,23 +208,26 @@ def next_stretch(config: Path, out_dir: Path, overrides: List[str], inputs: Dict
     """The next ``spacy train`` call for this seed, or None if training finished.
     inputs: the sha256 of the files the overrides name (``input_fingerprint``)."""
     state = read_state(out_dir)
-    # A state from before inputs were recorded is taken to have had these.
-    changed = changed_inputs(state.get("inputs", inputs), inputs)
+    changed = what_changed(state, config, inputs)
     if changed:
-        set_aside([out_dir], f"begun on other files ({', '.join(changed)})")
+        set_aside([out_dir], f"begun with another config or other files ({', '.join(changed)})")
         state = read_state(out_dir)
     if state["finished"]:
         return None
     records = read_jsonl(out_dir / LOG_FILE)
     if not records:
         started = out_dir.is_dir() and any(out_dir.iterdir())
-        start_afresh(out_dir, "no evaluation was logged" if started else None, inputs)
-        return Stretch(first_config(config, out_dir, overrides), [])
+        return start_afresh(config, out_dir, overrides, inputs, "no evaluation was logged" if started else None)
     last, best = records[-1], best_record(records)
     point = find_resume_point(out_dir, last)
     if point is None:
-        start_afresh(out_dir, f"no model-last saved at the last logged evaluation, step {last['step']}", inputs)
-        return Stretch(first_config(config, out_dir, overrides), [])
+        return start_afresh(
+            config,
+            out_dir,
+            overrides,
+            inputs,
+            f"no model-last saved at the last logged evaluation, step {last['step']}",
+        )
     stretches = [s for s in state["stretches"] if s["first_step"] <= last["step"]] or [{"first_step": 0}]
     # The global best is in the last stretch that logged (spaCy's model-best, or the
     # resume point itself), or in an earlier one (kept aside when a later stretch began;
@@ -216,12 +238,13 @@ def next_stretch(config: Path, out_dir: Path, overrides: List[str], inputs: Dict
     else:
         best_dir = point if best is last else out_dir / "model-best"
     if not best_dir.is_dir():
-        start_afresh(out_dir, f"{best_dir} (the best evaluation, step {best['step']}) is missing", inputs)
-        return Stretch(first_config(config, out_dir, overrides), [])
+        return start_afresh(
+            config, out_dir, overrides, inputs, f"{best_dir} (the best evaluation, step {best['step']}) is missing"
+        )
     replace_dir(best_dir, out_dir / EARLIER_BEST, move=False)
     stretches[-1]["last_step"] = last["step"]
     state["stretches"] = stretches
-    state["inputs"] = inputs
+    state["config"], state["inputs"] = str(config), inputs
     resumed = resume_config(config, out_dir, overrides, last, patience_start(records))
     if resumed is None:  # the killed stretch had used up its budget: only the records are left to finish
         replace_dir(point, out_dir / "model-last", move=True)

@@ -78,6 +78,7 @@ def test_a_killed_seed_resumes_into_one_global_curve_and_is_then_skipped(
     assert state == {
         "stretches": [{"first_step": 0, "last_step": 4}, {"first_step": 5, "last_step": 9}],
         "finished": True,
+        "config": str(REPO / "configs" / "ner_cnn.cfg"),
         "inputs": {},
     }
     record = json.loads(metrics_file.read_text())
@@ -212,7 +213,7 @@ def test_a_finished_seed_trained_on_other_files_is_moved_aside_and_trained_again
     record["inputs"] = {"paths.elmo_weights": "0" * 64}  # as if trained on a biLM since pretrained again
     metrics_file.write_text(json.dumps(record))
     assert run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2) == metrics_file
-    assert "trained on other files (paths.elmo_weights); moved to" in capsys.readouterr().out
+    assert "trained with another config or other files (paths.elmo_weights); moved to" in capsys.readouterr().out
     assert json.loads(metrics_file.read_text())["inputs"] == {}  # trained again on today's files
     [old_record] = superseded_items(metrics_file.parent)
     assert json.loads(old_record.read_text())["inputs"] == {"paths.elmo_weights": "0" * 64}
@@ -264,3 +265,36 @@ def test_setting_aside_twice_in_one_second_keeps_both(tmp_path):
     kept = sorted(p.read_text() for p in tmp_path.glob("superseded/*/seed0/log.jsonl"))
     assert kept == ["first", "second"]
     assert not seed.exists()
+
+
+def test_a_finished_seed_of_another_config_is_moved_aside_and_trained_again(prepared_corpora, tmp_path, capsys):
+    """A run re-pointed at another config (a new dev-search choice) trains its seeds again."""
+    metrics_file = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    record = json.loads(metrics_file.read_text())
+    record["config"] = str(REPO / "configs" / "ner_vectors.cfg")
+    metrics_file.write_text(json.dumps(record))
+    run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    assert "(config); moved to" in capsys.readouterr().out
+    assert json.loads(metrics_file.read_text())["config"] == str(REPO / "configs" / "ner_cnn.cfg")
+    [old_record] = superseded_items(metrics_file.parent)
+    assert json.loads(old_record.read_text())["config"].endswith("ner_vectors.cfg")
+
+
+def test_a_killed_seed_of_another_config_starts_afresh(prepared_corpora, tmp_path, monkeypatch):
+    out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_cnn.cfg", 4)
+    state = json.loads((out_dir / "resume.json").read_text())
+    assert state["config"] == str(REPO / "configs" / "ner_cnn.cfg")
+    state["config"] = str(REPO / "configs" / "ner_vectors.cfg")
+    (out_dir / "resume.json").write_text(json.dumps(state))
+    run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2]
+    [old_dir] = superseded_items(out_dir.parent)
+    assert [r["step"] for r in read_jsonl(old_dir / "log.jsonl")] == [0, 2, 4]
+
+
+def test_what_changed_reads_a_config_spelled_otherwise_as_the_same():
+    config = Path("configs/search/ner_vectors_acc.cfg")
+    assert resume_training.what_changed({"config": "./configs/search/ner_vectors_acc.cfg"}, config, {}) == []
+    assert resume_training.what_changed({}, config, {}) == []  # a record from before configs were recorded
+    other = {"config": "configs/search/ner_vectors_bilstm.cfg", "inputs": {"paths.elmo_weights": "0" * 64}}
+    assert resume_training.what_changed(other, config, {}) == ["config", "paths.elmo_weights"]
