@@ -169,8 +169,8 @@ def start_afresh(
     """The seed's first stretch; a directory it cannot resume from (``why``) is moved aside first."""
     if why is not None:
         set_aside([out_dir], f"cannot resume ({why}), starting afresh")
-    state = {"stretches": [{"first_step": 0, "last_step": None}], "finished": False, "config": str(config)}
-    write_state(out_dir, {**state, "inputs": inputs})
+    first = {"first_step": 0, "last_step": None}
+    write_state(out_dir, {"stretches": [first], "finished": False, "config": str(config), "inputs": inputs})
     return Stretch(first_config(config, out_dir, overrides), [])
 
 
