@@ -265,10 +265,7 @@ def resume_config(
 ) -> Optional[Path]:
     """The config of the next stretch (overrides applied, every component sourced
     from the resume point, what is left of the budgets), or None if none is left."""
-    from spacy.cli._util import parse_config_overrides
-    from spacy.util import load_config
-
-    cfg = load_config(config, overrides=parse_config_overrides(list(overrides)), interpolate=False)
+    cfg = config_with_overrides(config, overrides)
     training = cfg["training"]
     first_step = last["step"] + 1
     left = {
@@ -290,13 +287,19 @@ def resume_config(
     return write_stretch_config(cfg, out_dir / RESUME_CONFIG, offsets)
 
 
-def first_config(config: Path, out_dir: Path, overrides: List[str]) -> Path:
-    """The config of a seed's first stretch: ``config`` with the overrides applied,
-    logging and keeping the optimizer's state as every stretch does."""
+def config_with_overrides(config: Path, overrides: List[str]) -> Any:
+    """``config`` with the ``spacy train`` overrides applied, not interpolated."""
     from spacy.cli._util import parse_config_overrides
     from spacy.util import load_config
 
-    cfg = load_config(config, overrides=parse_config_overrides(list(overrides)), interpolate=False)
+    # parse_config_overrides empties the list it is given.
+    return load_config(config, overrides=parse_config_overrides(list(overrides)), interpolate=False)
+
+
+def first_config(config: Path, out_dir: Path, overrides: List[str]) -> Path:
+    """The config of a seed's first stretch: ``config`` with the overrides applied,
+    logging and keeping the optimizer's state as every stretch does."""
+    cfg = config_with_overrides(config, overrides)
     return write_stretch_config(cfg, out_dir / FIRST_CONFIG, None)
 
 
