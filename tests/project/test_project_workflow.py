@@ -4,6 +4,7 @@
 import json
 import os
 import runpy
+import shlex
 import shutil
 import sys
 import warnings
@@ -17,7 +18,7 @@ from weasel.cli import run as weasel_run
 from weasel.cli.run import project_run as run_project
 from weasel.util import load_project_config
 
-from .conftest import PROJECT_DATA, REPO
+from .conftest import PROJECT_DATA, REPO, run_cli
 
 DATA_COMMANDS = [
     "prepare-conll",
@@ -98,6 +99,27 @@ def test_plan_has_measured_minutes_for_each_run_the_report_shows(tiny_project):
     config, _ = project_config(tiny_project)
     runs = [name for name, _ in report.NER_RUNS + report.SENTIMENT_RUNS]
     assert list(plan.parse_minutes(config["vars"]["plan_task_minutes"])) == runs
+
+
+def test_the_hours_the_docs_quote_for_all_are_the_plans(tiny_project, tmp_path, monkeypatch):
+    """docs/project.md quotes `all`'s expected hours; a change of the plan's vars must update it."""
+    _, commands = project_config(tiny_project)
+    args = shlex.split(commands["plan"]["script"][0])
+    assert args[:2] == ["python", "scripts/plan.py"], args
+    args[3] = str(tmp_path / "plan.md")  # the report file, out of the checkout
+    monkeypatch.chdir(REPO)
+    result = run_cli(plan.main, args[2:])
+    assert result.exit_code == 0, result.output
+    all_rows = (tmp_path / "plan.md").read_text().split("| **total**")[0]
+    rows = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in all_rows.splitlines()[4:]]
+    minutes = [(float(cells[1]), cells[2]) for cells in rows]
+    total = sum(m for m, _ in minutes)
+    estimated = sum(m for m, basis in minutes if basis.startswith("estimated"))
+    quoted = (
+        f"about {total / 60:.0f} hours on 2 CPU cores by the plan ({(total - estimated) / 60:.0f} measured; "
+        f"the chosen task models' runs, about {estimated / 60:.0f} more, estimated)"
+    )
+    assert quoted in (REPO / "docs" / "project.md").read_text()
 
 
 def spacy_project_run(folder: Path, name: str, capsys) -> str:
