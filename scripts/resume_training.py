@@ -5,16 +5,16 @@ stretch is one ``spacy train`` process; when it is killed (a work session's
 end), the next call starts a new stretch from the seed's last evaluation: every
 pipeline component is sourced from the ``model-last`` spaCy saved at that
 evaluation (spaCy resumes sourced components with ``nlp.resume_training``, it
-does not re-initialize them), the step cap and the patience are cut by what the
-earlier stretches used, and ``spacy-elmo.TrainingLog.v2`` appends to
+does not re-initialize them), the step and epoch caps are cut by what the
+earlier stretches used, and the log (``spacy-elmo.TrainingLog.v4``) appends to
 ``log.jsonl`` with the steps, epochs, seconds and words offset, so the log is
-one global curve. ``resume.json`` in the seed's directory records each
+one global curve, and counts patience from the best evaluation so far. ``resume.json`` in the seed's directory records each
 stretch's first and last logged step and whether training finished (then a
 later call only scores the model).
 
 Every stretch, the first included, trains a config written beside the seed
 (``first.cfg``, then ``resume.cfg``) whose optimizer is wrapped in
-``spacy-elmo.StatefulOptimizer.v1`` and whose log (``spacy-elmo.TrainingLog.v3``)
+``spacy-elmo.StatefulOptimizer.v1`` and whose log (``spacy-elmo.TrainingLog.v4``)
 saves the optimizer's state after each evaluation (``optimizer-state.msgpack``):
 a resumed stretch continues Adam's moments, bias correction and parameter
 averages from the resume point's evaluation (or says why not and starts them
@@ -25,15 +25,13 @@ What differs from an uninterrupted run:
 - The data order restarts at an epoch boundary: the resumed stretch begins a
   new epoch (counted as one more epoch) in the order the seed gives a first
   epoch; updates after the last evaluation of the killed stretch are lost.
-- The stopping rule: spaCy only knows the stretch's own evaluations, and the
-  stretch's first one (one step after the resume point, S + 1) is always its
-  best at first. With the global best at step b, the stretch runs with patience
-  ``patience - (S + 1 - b)`` (none left: training is over), so a stretch whose
-  later evaluations never beat its first one stops exactly where the
-  uninterrupted rule would. When a later evaluation beats the stretch's first
-  one but not the global best, it runs longer than the uninterrupted rule
-  (patience counts from that evaluation); when it beats the global best, it
-  stops ``S + 1 - b`` steps earlier than the uninterrupted rule would.
+- The evaluations: a stretch evaluates at its own step 0, one step after the
+  resume point S, so they fall at S + 1, S + 1 + eval_frequency, ... The
+  stopping rule is the uninterrupted one: the log
+  (``spacy-elmo.TrainingLog.v4``) gives spaCy's loop the earlier stretches' best
+  score and step b, so patience counts from the global best (b, or a later
+  evaluation that ties or beats it); with ``S + 1 - b >= patience`` there is no
+  patience left and training is over.
 - ``model-best`` is the best over all stretches: the earlier stretches' best is
   kept aside and put back unless the last stretch beat its score (ties go to
   the later step, as spaCy's own model-best does).
@@ -76,7 +74,7 @@ OPTIMIZER_STATE = "optimizer-state.msgpack"
 # and the earlier best are moved out of its way first.
 RESUME_POINT = "resume-point"
 EARLIER_BEST = "model-best-earlier"
-LOGGER = "spacy-elmo.TrainingLog.v3"
+LOGGER = "spacy-elmo.TrainingLog.v4"
 STATEFUL_OPTIMIZER = "spacy-elmo.StatefulOptimizer.v1"
 
 
@@ -271,20 +269,22 @@ def resume_config(
     left = {
         "max_steps": training["max_steps"] - first_step,
         "patience": training["patience"] - (first_step - patience_from["step"]),
+        "max_epochs": training["max_epochs"] - (last["epoch"] + 1),
     }
-    left["max_epochs"] = training["max_epochs"] - (last["epoch"] + 1)
     for key, value in left.items():
-        if training[key] > 0:  # 0 (and -1 for epochs) mean no limit
-            if value < 1:
-                return None
-            training[key] = value
+        if training[key] > 0 and value < 1:  # 0 (and -1 for epochs) mean no limit
+            return None
+    # Patience stays whole: the log hands spaCy the earlier best to count it from.
+    for key in ("max_steps", "max_epochs"):
+        if training[key] > 0:
+            training[key] = left[key]
     point = str((out_dir / RESUME_POINT).resolve())
     for name in cfg["nlp"]["pipeline"]:
         cfg["components"][name] = {"source": point}
     # Pretrained tok2vec weights would overwrite the resumed ones at initialization.
     cfg["initialize"]["init_tok2vec"] = None
     offsets = {"epoch": last["epoch"] + 1, "step": first_step, "seconds": last["seconds"], "words": last["words"]}
-    return write_stretch_config(cfg, out_dir / RESUME_CONFIG, offsets)
+    return write_stretch_config(cfg, out_dir / RESUME_CONFIG, offsets, patience_from)
 
 
 def config_with_overrides(config: Path, overrides: List[str]) -> Any:
@@ -303,10 +303,12 @@ def first_config(config: Path, out_dir: Path, overrides: List[str]) -> Path:
     return write_stretch_config(cfg, out_dir / FIRST_CONFIG, None)
 
 
-def write_stretch_config(cfg: Any, path: Path, offsets: Optional[Dict[str, Any]]) -> Path:
-    """Write a stretch's config: its log (appended to, with ``offsets``, when resuming)
-    and its optimizer's state file, which the log saves after each evaluation and a
-    resumed stretch starts from."""
+def write_stretch_config(
+    cfg: Any, path: Path, offsets: Optional[Dict[str, Any]], earlier_best: Optional[Dict[str, Any]] = None
+) -> Path:
+    """Write a stretch's config: its log (appended to, with ``offsets`` and the earlier
+    stretches' best evaluation, when resuming) and its optimizer's state file, which
+    the log saves after each evaluation and a resumed stretch starts from."""
     training = cfg["training"]
     state_file = str((path.parent / OPTIMIZER_STATE).resolve())
     training["optimizer"] = {
@@ -321,6 +323,8 @@ def write_stretch_config(cfg: Any, path: Path, offsets: Optional[Dict[str, Any]]
         "append": offsets is not None,
         **{f"{key}_offset": value for key, value in (offsets or {}).items()},
         "optimizer_state": state_file,
+        "best_score": None if earlier_best is None else earlier_best["score"],
+        "best_step": None if earlier_best is None else earlier_best["step"],
     }
     cfg.to_disk(path)
     return path

@@ -11,6 +11,15 @@ state is saved to after each evaluation and restored from when a stretch starts
 (see ``optimizer_state``; the config's optimizer must be wrapped in
 ``spacy-elmo.StatefulOptimizer.v1`` with the same file).
 
+``spacy-elmo.TrainingLog.v4`` adds ``best_score`` and ``best_step``: the best
+evaluation of the earlier stretches (its global step). spaCy's patience counts
+from the best of the stretch's own evaluations, so a resumed stretch would take
+its first evaluation for the best so far. At that first evaluation the log adds
+the earlier best to ``info["checkpoints"]``, the list of ``(score, step)``
+results spaCy's loop keeps and reads for patience, at its step in the stretch's
+own count (``best_step - step_offset``, before the stretch began): the stretch
+then stops where an uninterrupted run would.
+
 The table leaves out the loss column of an elmo component whose biLM no
 listener fine-tunes: it is always 0.00, and users took it for a bug."""
 
@@ -57,6 +66,26 @@ def training_log_v3(
     words_offset: int = 0,
     optimizer_state: Optional[str] = None,
 ) -> Callable:
+    return training_log_v4(
+        output_file, progress_bar, append, epoch_offset, step_offset, seconds_offset, words_offset, optimizer_state
+    )
+
+
+@registry.loggers("spacy-elmo.TrainingLog.v4")
+def training_log_v4(
+    output_file: Optional[str] = None,
+    progress_bar: Optional[str] = None,
+    append: bool = False,
+    epoch_offset: int = 0,
+    step_offset: int = 0,
+    seconds_offset: int = 0,
+    words_offset: int = 0,
+    optimizer_state: Optional[str] = None,
+    best_score: Optional[float] = None,
+    best_step: Optional[int] = None,
+) -> Callable:
+    if (best_score is None) != (best_step is None):
+        raise ValueError("spacy-elmo.TrainingLog.v4: give best_score and best_step together, or neither")
     console = console_logger_v3(progress_bar=progress_bar, console_output=True, output_file=None)
     offsets = {"epoch": epoch_offset, "step": step_offset, "seconds": seconds_offset, "words": words_offset}
 
@@ -70,10 +99,16 @@ def training_log_v3(
             Path(output_file).parent.mkdir(parents=True, exist_ok=True)
             stream = Path(output_file).open("a" if append else "w", encoding="utf8")
 
+        earlier_best = None if best_step is None else (best_score, best_step - step_offset)
+
         def log_step(info: Optional[Dict[str, Any]]) -> None:
+            nonlocal earlier_best
             log_console(info)
             if info is None:
                 return
+            if earlier_best is not None:  # the stretch's first evaluation: see the module's docstring
+                info["checkpoints"].append(earlier_best)
+                earlier_best = None
             record = {key: info[key] for key in RECORD_KEYS}
             for key in OFFSET_KEYS:
                 record[key] += offsets[key]

@@ -1,0 +1,93 @@
+"""spacy-elmo.TrainingLog.v4: a resumed stretch stops by the uninterrupted rule.
+
+spaCy's own training loop (``train_while_improving``) runs on a blank pipeline with
+scripted dev scores, and the log's ``log_step`` is called on each of its steps as
+``spacy train`` calls it."""
+
+import io
+import itertools
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+import spacy
+from spacy.training.loop import train_while_improving
+from thinc.api import Adam
+
+from spacy_elmo.training_log import training_log_v4
+
+EVAL_FREQUENCY = 2
+PATIENCE = 10
+
+
+def run_stretch(scores: Dict[int, float], first_step: int, earlier_best: Optional[tuple]) -> Tuple[List[int], int]:
+    """The global steps a stretch starting at ``first_step`` evaluates, and the step spaCy
+    stops it at. ``scores`` maps a global step to its dev score (0.0 where not given)."""
+    nlp = spacy.blank("en")
+    best_score, best_step = earlier_best or (None, None)
+    setup = training_log_v4(step_offset=first_step, best_score=best_score, best_step=best_step)
+    log_step, finalize = setup(nlp, stdout=io.StringIO(), stderr=io.StringIO())
+    current = {}
+    evaluated = []
+
+    def evaluate():
+        evaluated.append(current["step"])
+        return scores.get(current["step"], 0.0), {}
+
+    def before_update(_nlp, args):
+        current["step"] = first_step + args["step"]
+
+    no_data = ((0, []) for _ in itertools.count())
+    loop = train_while_improving(
+        nlp,
+        Adam(0.001),
+        no_data,
+        evaluate,
+        dropout=0.0,
+        eval_frequency=EVAL_FREQUENCY,
+        accumulate_gradient=1,
+        patience=PATIENCE,
+        max_steps=200,
+        exclude=[],
+        annotating_components=[],
+        before_update=before_update,
+    )
+    for _batch, info, is_best in loop:
+        log_step(info if is_best is not None else None)
+    finalize()
+    return evaluated, current["step"]
+
+
+# Killed after the evaluation at step 10; the best so far was 0.5 at step 6. spaCy checks
+# patience at every step: an uninterrupted run stops at the first step g with g - best >= 10.
+EARLIER = {0: 0.1, 2: 0.3, 4: 0.4, 6: 0.5, 8: 0.45, 10: 0.48}
+
+
+@pytest.mark.parametrize(
+    "later,stop_step",
+    [
+        # Nothing reaches 0.5 again: patience runs out 10 steps after step 6.
+        ({11: 0.2, 13: 0.1, 15: 0.1}, 16),
+        # 13 beats the stretch's first evaluation (11) but not 0.5: still 10 after step 6
+        # (counted from the stretch's own best, 13, it would run to 23).
+        ({11: 0.2, 13: 0.3, 15: 0.3}, 16),
+        # 13 beats 0.5: patience counts from 13 (from 11 with the patience cut to what was
+        # left, 10 - 5, it would stop at 18).
+        ({11: 0.2, 13: 0.6}, 23),
+        # 11 ties 0.5: the earliest of tied scores counts, as in spaCy's own rule.
+        ({11: 0.5, 13: 0.5}, 16),
+    ],
+)
+def test_a_resumed_stretch_stops_by_the_uninterrupted_rule(later, stop_step):
+    evaluated, stopped = run_stretch({**EARLIER, **later}, first_step=11, earlier_best=(0.5, 6))
+    assert stopped == stop_step
+    assert evaluated == list(range(11, stop_step + 1, EVAL_FREQUENCY))  # the stretch's own step 0, 2, ...
+
+
+def test_without_an_earlier_best_the_stretch_is_spacys_own_rule():
+    evaluated, stopped = run_stretch(EARLIER, first_step=0, earlier_best=None)
+    assert (evaluated, stopped) == ([0, 2, 4, 6, 8, 10, 12, 14, 16], 16)
+
+
+def test_best_score_and_step_come_together():
+    with pytest.raises(ValueError, match="best_score and best_step together"):
+        training_log_v4(best_score=0.5)
