@@ -8,9 +8,10 @@ evaluation (spaCy resumes sourced components with ``nlp.resume_training``, it
 does not re-initialize them), the step and epoch caps are cut by what the
 earlier stretches used, and the log (``spacy-elmo.TrainingLog.v4``) appends to
 ``log.jsonl`` with the steps, epochs, seconds and words offset, so the log is
-one global curve, and counts patience from the best evaluation so far. ``resume.json`` in the seed's directory records each
-stretch's first and last logged step and whether training finished (then a
-later call only scores the model).
+one global curve, and has spaCy count patience from the best evaluation so far.
+``resume.json`` in the seed's directory records each stretch's first and last
+logged step and whether training finished (then a later call only scores the
+model).
 
 Every stretch, the first included, trains a config written beside the seed
 (``first.cfg``, then ``resume.cfg``) whose optimizer is wrapped in
