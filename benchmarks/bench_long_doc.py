@@ -64,8 +64,9 @@ def run(store, dtype, n_tokens, bilm_dir, threads, cache_mb, queue):
     start = time.perf_counter()
     doc = nlp(doc)
     seconds = time.perf_counter() - start
+    peak = peak_rss_mb() - baseline  # before doc._.elmo_layers, which returns stored float16 as a float32 copy
     layers = doc._.elmo_layers
-    queue.put((store, dtype, seconds, peak_rss_mb() - baseline, None if layers is None else layers.shape))
+    queue.put((store, dtype, seconds, peak, None if layers is None else layers.shape))
 
 
 def edge_cosine(text: Path, n_tokens: int = 2048, window: int = 256) -> None:

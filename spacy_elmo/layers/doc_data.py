@@ -61,15 +61,28 @@ def token_mix_reducer(token_mix: List[float], dtype: str) -> Callable[[Any], num
     return lambda layers: numpy.tensordot(weights, _to_numpy(layers), axes=(0, 0)).astype(dtype, copy=False)
 
 
+def layers_reducer(dtype: str) -> Callable[[Any], numpy.ndarray]:
+    """What store="all" keeps of a piece when no listener reads it: the piece token-major,
+    ``(k, L+1, 2P)``, already in ``dtype`` (so float16 layers never exist in float32 whole)."""
+    return lambda layers: _to_numpy(layers).transpose(1, 0, 2).astype(dtype)
+
+
 def store_doc_reduced(
-    doc: Doc, mix: Optional[numpy.ndarray], *, store: str, dtype: str, token_mix: List[float], width: int
+    doc: Doc, reduced: Optional[numpy.ndarray], *, store: str, dtype: str, token_mix: List[float], shape: Sequence[int]
 ) -> None:
-    """Annotate a doc as ``store_doc_layers`` does when no listener needs its layers, from
-    the token mix alone (store="mix"; ``token_mix_reducer``) or nothing (store="none")."""
+    """Annotate a doc as ``store_doc_layers`` does when no listener needs its float32 layers,
+    from its pieces as the reducer left them, token-major (``layers_reducer``: store="all";
+    ``token_mix_reducer``: store="mix"), or from nothing (store="none"). ``shape`` is one
+    token's stored shape: ``(L+1, 2P)`` for "all", ``(2P,)`` for "mix"."""
     for key in (KEY_LAYERS, KEY_MIX, KEY_PENDING):
         doc.user_data.pop(key, None)
-    if store == "mix":
-        doc.user_data[KEY_MIX] = mix if mix is not None else numpy.zeros((len(doc), width), dtype=dtype)
+    if store != "none":
+        if reduced is None:  # an empty doc
+            reduced = numpy.zeros((len(doc), *shape), dtype=dtype)
+        if store == "all":
+            doc.user_data[KEY_LAYERS] = reduced.transpose(1, 0, 2)  # a view: (L+1, n, 2P), no copy
+        else:
+            doc.user_data[KEY_MIX] = reduced
     doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
 
 

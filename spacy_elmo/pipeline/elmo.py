@@ -35,6 +35,7 @@ from ..layers.bilm_model import (
 from ..layers.doc_data import (
     DTYPE_CHOICES,
     STORE_CHOICES,
+    layers_reducer,
     store_doc_layers,
     store_doc_reduced,
     token_mix_reducer,
@@ -321,8 +322,9 @@ class ElmoComponent(TrainablePipe):
         self._ensure_weights()
         return self.model.predict(list(docs))
 
-    # With store "mix" or "none" and no listening component, nothing reads a doc's full
-    # layers: inference keeps only the stored form, so a long doc's layers never exist at once.
+    # Without a listening component nothing reads a doc's float32 layers: inference keeps
+    # only the stored form (float16 layers, the mix, or nothing), so a long doc's float32
+    # layers never exist at once.
     def __call__(self, doc: Doc) -> Doc:
         if self._keeps_full_layers():
             return super().__call__(doc)
@@ -342,17 +344,18 @@ class ElmoComponent(TrainablePipe):
                 error_handler(self.name, self, docs, err)
 
     def _keeps_full_layers(self) -> bool:
-        return self.cfg["store"] == "all" or bool(self.listening_components)
+        stores_them_as_they_are = self.cfg["store"] == "all" and self.cfg["store_dtype"] == "float32"
+        return stores_them_as_they_are or bool(self.listening_components)
 
     def _annotate_reduced(self, docs: List[Doc]) -> None:
         self._ensure_weights()
-        token_mix = token_mix_weights(self.cfg["token_mix"], self.model.get_dim("nL"))
-        dtype = self.cfg["store_dtype"]
-        reduce = token_mix_reducer(token_mix, dtype) if self.cfg["store"] == "mix" else None
-        for doc, mix in zip(docs, predict_reduced(self.model, docs, reduce)):
-            store_doc_reduced(
-                doc, mix, store=self.cfg["store"], dtype=dtype, token_mix=token_mix, width=self.model.get_dim("nO")
-            )
+        n_layers, width = self.model.get_dim("nL"), self.model.get_dim("nO")
+        token_mix = token_mix_weights(self.cfg["token_mix"], n_layers)
+        store, dtype = self.cfg["store"], self.cfg["store_dtype"]
+        reducers = {"all": layers_reducer(dtype), "mix": token_mix_reducer(token_mix, dtype), "none": None}
+        shapes = {"all": (n_layers, width), "mix": (width,), "none": ()}
+        for doc, reduced in zip(docs, predict_reduced(self.model, docs, reducers[store])):
+            store_doc_reduced(doc, reduced, store=store, dtype=dtype, token_mix=token_mix, shape=shapes[store])
 
     def set_annotations(self, docs: Sequence[Doc], layers: List[Floats3d]) -> None:
         token_mix = token_mix_weights(self.cfg["token_mix"], self.model.get_dim("nL"))
