@@ -181,7 +181,11 @@ def best_lines(pairs: List[Pair]) -> List[str]:
             f"- {task}: highest dev with ELMo so far: `{best.candidate}` ({dev_value(best.elmo):.2f}; "
             f"ELMo candidates run: {len(scored)})"
         )
-    return [""] + out if out else []
+    rule = (
+        "The choice per task (project vars `ner_search_choice`, `sentiment_search_choice`) is the "
+        "candidate whose ELMo run has the highest dev selection score (NER F1, sentiment macro F1):"
+    )
+    return ["", rule, ""] + out if out else []
 
 
 def adapted_perplexity(adapted_dir: Optional[Path], task: str, when: str) -> Optional[float]:

@@ -132,6 +132,7 @@ def test_the_search_table_pairs_each_candidate_with_its_own_baseline():
     assert "| (not run) | 46.12 / 53.01 | - | - / 10 |" in rows[3]
     assert len(rows) == 4  # the layer-norm investigation is not a search run
     assert "- ner: highest dev with ELMo so far: `bilstm_both` (92.40; ELMo candidates run: 3)" in lines
+    assert any(line.startswith("The choice per task") and "highest dev selection score" in line for line in lines)
 
 
 def test_the_report_lists_search_runs_in_their_table_only():
