@@ -31,6 +31,7 @@ from typing import IO, Any, Callable, Dict, Optional, Tuple
 from spacy.training.loggers import console_logger_v3
 from spacy.util import registry
 
+from .errors import ElmoError
 from .optimizer_state import optimizer_for, restore_state, save_state
 
 RECORD_KEYS = ("epoch", "step", "score", "seconds", "words")
@@ -85,7 +86,7 @@ def training_log_v4(
     best_step: Optional[int] = None,
 ) -> Callable:
     if (best_score is None) != (best_step is None):
-        raise ValueError("spacy-elmo.TrainingLog.v4: give best_score and best_step together, or neither")
+        raise ElmoError("spacy-elmo.TrainingLog.v4: give best_score and best_step together, or neither")
     console = console_logger_v3(progress_bar=progress_bar, console_output=True, output_file=None)
     offsets = {"epoch": epoch_offset, "step": step_offset, "seconds": seconds_offset, "words": words_offset}
 
