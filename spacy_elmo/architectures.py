@@ -11,8 +11,9 @@ from thinc.types import Floats2d, Floats3d
 from .bilm import ElmoOptions
 from .errors import ElmoError
 from .layers.bilm_model import build_bilm_model
-from .layers.listener import build_listener, build_standalone, replace_listener, replace_listener_cfg
+from .layers.listener import build_listener, build_standalone, replace_listener
 from .layers.scalar_mix import build_scalar_mix
+from .listener_config import replace_listener_cfg
 
 # ElmoOptions is the one schema: the sizes a config gives (all or none) and the defaults of the rest.
 _SIZES = ElmoOptions.size_names()

@@ -74,6 +74,11 @@ def test_type_cache_computes_each_type_once_and_keeps_its_bound():
         assert seen[-1] == 6 and len(cache) == 6 and cache.stats()["misses"] == 16
 
 
+def test_a_negative_type_cache_size_is_refused():
+    with pytest.raises(ElmoError, match="type cache size must be >= 0 types, got -1"):
+        tiny_bilm(seed=5).set_type_cache_size(-1)
+
+
 def test_type_cache_outputs_match_uncached_ones_and_follow_weight_changes():
     model = tiny_bilm(seed=7)
     uncached = tiny_bilm(seed=7)

@@ -121,6 +121,12 @@ def test_long_doc_runs_in_overlapping_windows(weight_files, reference):
             assert w.end - w.keep_end >= 10
 
 
+def test_a_window_of_no_tokens_is_refused_naming_max_length():
+    model = tiny_bilm(seed=5)
+    with pytest.raises(ElmoError, match="max_length .* must be >= 1, got 0"):
+        model.embed_batch([["a", "b"]], max_length=0)
+
+
 def test_cache_is_exact_and_follows_weight_changes(weight_files):
     nlp = make_nlp(weight_files)
     elmo = nlp.get_pipe("elmo")

@@ -9,7 +9,7 @@ import spacy
 from spacy.language import Language
 
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.layers.listener import replace_listener_cfg
+from spacy_elmo.listener_config import replace_listener_cfg
 from spacy_elmo.spacy_frames import building_from_config, listener_path_being_replaced
 
 SEEN = []

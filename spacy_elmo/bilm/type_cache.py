@@ -13,6 +13,8 @@ from typing import Callable, Dict, Hashable, Optional
 import torch
 from torch import Tensor
 
+from ..errors import ElmoError
+
 # Types kept by default: 16,384 x 512 floats = 32 MB for the original size, 8 MB for the small one.
 DEFAULT_TYPE_CACHE_SIZE = 16384
 
@@ -20,7 +22,7 @@ DEFAULT_TYPE_CACHE_SIZE = 16384
 class TypeCache:
     def __init__(self, max_types: int = DEFAULT_TYPE_CACHE_SIZE):
         if max_types < 0:
-            raise ValueError(f"type cache size must be >= 0, got {max_types}")
+            raise ElmoError(f"the type cache size must be >= 0 types, got {max_types}")
         self.max_types = max_types
         self._vectors: "OrderedDict[bytes, Tensor]" = OrderedDict()
         self._owner: Optional[Hashable] = None

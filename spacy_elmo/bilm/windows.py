@@ -11,6 +11,8 @@ strided span getter.
 
 from typing import List, NamedTuple
 
+from ..errors import ElmoError
+
 
 class Window(NamedTuple):
     start: int  # the biLM runs on tokens start:end
@@ -22,7 +24,7 @@ class Window(NamedTuple):
 def strided_windows(start: int, end: int, size: int) -> List[Window]:
     """Windows covering tokens ``start:end``; their kept parts tile it exactly once."""
     if size < 1:
-        raise ValueError(f"window size must be >= 1, got {size}")
+        raise ElmoError(f"max_length (the biLM's window, in tokens) must be >= 1, got {size}")
     if end - start <= size:
         return [Window(start, end, start, end)] if end > start else []
     stride = max(size // 2, 1)

@@ -12,7 +12,7 @@ from typing import Callable, List, Optional, Tuple
 from thinc.api import Model, get_array_module
 from thinc.types import Floats1d, Floats2d, Floats3d
 
-from ..bilm import ElmoError
+from ..errors import ElmoError
 
 MixModel = Model[List[Floats3d], List[Floats2d]]
 LAYER_NORM_EPS = 1e-6
