@@ -28,6 +28,7 @@ import typer
 from experiment import parse_seeds, run_seed
 from project_errors import ProjectDataError
 
+from spacy_elmo.bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from spacy_elmo.io import read_json
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -75,9 +76,9 @@ def needs(kinds, vectors: Optional[str], bilm_dir: Optional[Path]) -> List[str]:
     if "elmo" in kinds and bilm_dir is not None:
         overrides += [
             "--paths.elmo_options",
-            str(bilm_dir / "options.json"),
+            str(bilm_dir / OPTIONS_NAME),
             "--paths.elmo_weights",
-            str(bilm_dir / "weights.hdf5"),
+            str(bilm_dir / WEIGHTS_NAME),
         ]
     return overrides
 

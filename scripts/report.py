@@ -30,7 +30,9 @@ from search_table import CANDIDATES, adaptation_lines, config_candidate, is_sear
 from sentiment import FINE_LABELS as SENTIMENT_LABELS
 from ship import earlier_totals, warm_start_provenance
 
+from spacy_elmo.bilm.model import OPTIONS_NAME
 from spacy_elmo.io import read_json, read_jsonl
+from spacy_elmo.pretrain.outputs import METRICS_NAME
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -250,7 +252,7 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
     if bilm_dir is None or not bilm_dir.is_dir():
         return ["(no pretraining output given)"], None
     lines = []
-    options_file = bilm_dir / "options.json"
+    options_file = bilm_dir / OPTIONS_NAME
     options = read_json(options_file, ProjectDataError) if options_file.is_file() else {}
     if options:
         lstm, cnn = options["lstm"], options["char_cnn"]
@@ -260,7 +262,7 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
             f"LSTM {lstm['dim']}, {lstm['n_layers']} layers (output 2P = {2 * lstm['projection_dim']})"
         )
     # pretrain appends as it goes: a line a kill cut short is dropped, not an error.
-    records = read_jsonl(bilm_dir / "metrics.jsonl")
+    records = read_jsonl(bilm_dir / METRICS_NAME)
     if records:
         last = [r for r in records if "loss" in r][-1]
         dev = [r for r in records if "dev_perplexity" in r]

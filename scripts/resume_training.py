@@ -64,7 +64,7 @@ from typing import Any, Dict, List, Optional
 import typer
 from project_errors import ProjectDataError
 
-from spacy_elmo.io import atomic_path, read_json, read_jsonl
+from spacy_elmo.io import atomic_path, read_json, read_jsonl, write_jsonl_atomic
 
 STATE_FILE = "resume.json"
 LOG_FILE = "log.jsonl"
@@ -251,8 +251,7 @@ def next_stretch(config: Path, out_dir: Path, overrides: List[str], inputs: Dict
         return None
     replace_dir(point, out_dir / RESUME_POINT, move=True)
     # A cut last line would glue onto the first appended record: rewrite the whole lines.
-    with atomic_path(out_dir / LOG_FILE) as tmp:
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf8")
+    write_jsonl_atomic(out_dir / LOG_FILE, records)
     state["stretches"].append({"first_step": last["step"] + 1, "last_step": None})
     write_state(out_dir, state)
     typer.echo(f"{out_dir}: resuming at step {last['step'] + 1} (stretch {len(state['stretches'])})")

@@ -133,6 +133,17 @@ def read_jsonl(path: Path) -> List[Dict[str, Any]]:
     return records
 
 
+def write_jsonl_atomic(path: Path, records: Iterable[Dict[str, Any]]) -> None:
+    """Rewrite a JSONL file whole (a kill leaves the old file or the new one)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf8")
+
+
+def write_text_atomic(path: Union[str, Path], text: str) -> None:
+    with atomic_path(Path(path)) as tmp:
+        tmp.write_text(text, encoding="utf8")
+
+
 def append_jsonl(path: Path, records: Iterable[Dict[str, Any]]) -> None:
     with path.open("a", encoding="utf8") as f:
         for record in records:

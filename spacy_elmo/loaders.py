@@ -5,12 +5,12 @@ component is initialized.
 """
 
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Tuple, Union
 
 from spacy.util import registry
 
 from .bilm import ElmoBiLM
-from .bilm.model import check_bilm_dir
+from .bilm.model import WEIGHTS_NAME, check_bilm_dir
 from .bilm.options import BILM_DIR_HINT
 from .errors import ElmoError
 from .io import require_file
@@ -22,20 +22,35 @@ DEFAULT_BILM_DIR = Path(__file__).parent / "data" / "default_bilm"
 
 def default_bilm_dir() -> Optional[Path]:
     """The bundled biLM's directory, or None if this install has none."""
-    return DEFAULT_BILM_DIR if (DEFAULT_BILM_DIR / "weights.hdf5").is_file() else None
+    return DEFAULT_BILM_DIR if (DEFAULT_BILM_DIR / WEIGHTS_NAME).is_file() else None
 
 
 def load_bilm(
     options_file: Optional[PathLike] = None, weight_file: Optional[PathLike] = None, bilm_dir: Optional[PathLike] = None
 ) -> ElmoBiLM:
     """A biLM from bilm-tf/AllenNLP files or from a biLM directory."""
+    check_weight_pairing(options_file, weight_file, bilm_dir)
     if bilm_dir is not None:
-        if options_file is not None or weight_file is not None:
-            raise ElmoError("give either bilm_dir or options_file + weight_file, not both")
         return ElmoBiLM.from_dir(bilm_dir)
     if options_file is None or weight_file is None:
-        raise ElmoError("options_file and weight_file go together: give both (or bilm_dir)")
+        raise ElmoError("no biLM named: give options_file + weight_file, or bilm_dir")
     return ElmoBiLM.from_files(options_file, weight_file)
+
+
+def check_weight_pairing(
+    options_file: Optional[PathLike],
+    weight_file: Optional[PathLike],
+    bilm_dir: Optional[PathLike],
+    spelling: Tuple[str, str, str] = ("options_file", "weight_file", "bilm_dir"),
+) -> None:
+    """The one rule of naming a biLM: options_file and weight_file together, or bilm_dir,
+    not both (none at all: the caller's default). ``spelling``: how the caller's user
+    writes the three (config keys, CLI options)."""
+    options, weights, directory = spelling
+    if (options_file is None) != (weight_file is None):
+        raise ElmoError(f"{options} and {weights} go together: give both (or {directory})")
+    if bilm_dir is not None and options_file is not None:
+        raise ElmoError(f"give either {directory} or {options} + {weights}, not both")
 
 
 @registry.misc("spacy-elmo.WeightsFromFiles.v1")

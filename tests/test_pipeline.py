@@ -127,6 +127,24 @@ def test_a_window_of_no_tokens_is_refused_naming_max_length():
         model.embed_batch([["a", "b"]], max_length=0)
 
 
+def test_layer_cache_keeps_its_byte_bound_least_recently_used_first():
+    from spacy_elmo.layers.cache import LayerCache
+
+    cache = LayerCache(max_mb=100 / 2**20)  # 100 bytes: two 40-byte entries fit, not three
+    cache.check_weights("w")
+    for key in "abc":
+        cache.put(key, numpy.zeros(10, dtype="float32"))
+        if key == "b":
+            assert cache.get("a") is not None  # "a" is now the most recently used
+    assert len(cache) == 2 and cache.nbytes == 80 and cache.get("b") is None and cache.get("a") is not None
+    cache.put("big", numpy.zeros(26, dtype="float32"))  # 104 bytes: never kept
+    assert cache.get("big") is None and cache.nbytes == 80
+    with pytest.raises(ValueError):
+        cache.get("a")[0] = 1.0  # shared by every lookup: read-only
+    cache.check_weights("other weights")
+    assert len(cache) == 0 and cache.nbytes == 0
+
+
 def test_cache_is_exact_and_follows_weight_changes(weight_files):
     nlp = make_nlp(weight_files)
     elmo = nlp.get_pipe("elmo")

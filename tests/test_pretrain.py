@@ -95,13 +95,13 @@ def test_sampled_softmax_samples_log_uniform_and_evaluates_exactly():
 
 def test_adaptive_softmax_probabilities_sum_to_one():
     torch.manual_seed(0)
-    head = AdaptiveSoftmax(16, 50, cutoffs=[10, 30, 200])  # 200 is past the vocabulary: dropped
+    head = AdaptiveSoftmax(16, 50, cutoffs=[10, 30, 200], div_value=4.0)  # 200 is past the vocabulary: dropped
     assert head.cutoffs == [10, 30]
     hidden = torch.randn(3, 16)
     total = torch.stack([head.target_log_probs(hidden, torch.full((3,), w)).exp() for w in range(50)]).sum(0)
     assert torch.allclose(total, torch.ones(3), atol=1e-5)
     with pytest.raises(ElmoOptionsError, match="cluster 2 would have width 0"):
-        AdaptiveSoftmax(4, 50, cutoffs=[10, 30])
+        AdaptiveSoftmax(4, 50, cutoffs=[10, 30], div_value=4.0)
 
 
 def test_fused_lstm_gradients_equal_step_by_step_autograd():

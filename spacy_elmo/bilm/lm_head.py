@@ -1,6 +1,6 @@
 """The language-model softmax over the word vocabulary, shared by both directions.
 
-Three kinds (paper section 3.1 uses one softmax for the forward and backward LM):
+Four kinds (paper section 3.1 uses one softmax for the forward and backward LM):
 
 * ``full``: every word's logit, exact.
 * ``sampled``: bilm-tf's training approximation: the true word against
@@ -20,7 +20,7 @@ The vocabulary must be sorted by frequency (row 0 the most frequent).
 """
 
 import math
-from typing import Dict, List, Sequence, Union
+from typing import Dict, List, Optional, Sequence, TypeVar, Union
 
 import numpy
 import torch
@@ -99,7 +99,7 @@ class SampledSoftmax(FullSoftmax):
 class AdaptiveSoftmax(nn.Module):
     kind = "adaptive"
 
-    def __init__(self, input_dim: int, vocab_size: int, cutoffs: Sequence[int], div_value: float = 4.0):
+    def __init__(self, input_dim: int, vocab_size: int, cutoffs: Sequence[int], div_value: float):
         super().__init__()
         self.vocab_size = vocab_size
         # Cutoffs at or beyond the vocabulary size are meaningless for a small vocabulary.
@@ -155,7 +155,7 @@ class VmfHead(nn.Module):
     kind = "vmf"
     targets: Tensor  # a buffer
 
-    def __init__(self, input_dim: int, vocab_size: int, target_vectors: Tensor, l1: float = 0.02):
+    def __init__(self, input_dim: int, vocab_size: int, target_vectors: Tensor, l1: float):
         super().__init__()
         if target_vectors.dim() != 2 or target_vectors.shape[0] != vocab_size:
             raise ElmoOptionsError(
@@ -187,6 +187,7 @@ class VmfHead(nn.Module):
         return {"l1": self.l1}
 
 
+T = TypeVar("T")
 LmHead = Union[FullSoftmax, AdaptiveSoftmax, VmfHead]  # SampledSoftmax is a FullSoftmax
 
 
@@ -194,23 +195,32 @@ def build_lm_head(
     kind: str,
     input_dim: int,
     vocab_size: int,
-    n_samples: int = 8192,
+    *,
+    n_samples: Optional[int] = None,
     cutoffs: Sequence[int] = (),
-    div_value: float = 4.0,
+    div_value: Optional[float] = None,
     target_vectors=None,
-    l1: float = 0.02,
+    l1: Optional[float] = None,
 ) -> LmHead:
+    """A head of ``kind`` with the settings that kind needs (no defaults here: they come from
+    the pretraining config, or from the softmax file the head was saved to)."""
     if kind == "full":
         return FullSoftmax(input_dim, vocab_size)
     if kind == "sampled":
-        return SampledSoftmax(input_dim, vocab_size, n_samples)
+        return SampledSoftmax(input_dim, vocab_size, _needed(n_samples, "n_samples", kind))
     if kind == "adaptive":
-        return AdaptiveSoftmax(input_dim, vocab_size, cutoffs, div_value)
+        return AdaptiveSoftmax(input_dim, vocab_size, cutoffs, _needed(div_value, "div_value", kind))
     if kind == "vmf":
         if target_vectors is None:
             raise ElmoOptionsError("the vmf head needs target vectors (pretraining: paths.output_vectors)")
-        return VmfHead(input_dim, vocab_size, torch.as_tensor(target_vectors), l1)
+        return VmfHead(input_dim, vocab_size, torch.as_tensor(target_vectors), _needed(l1, "l1", kind))
     raise ElmoOptionsError(f"softmax kind must be one of {SOFTMAX_KINDS}, got {kind!r}")
+
+
+def _needed(value: Optional[T], name: str, kind: str) -> T:
+    if value is None:
+        raise ElmoOptionsError(f"the {kind} softmax needs its setting {name}")
+    return value
 
 
 def head_arrays(head: nn.Module) -> Dict[str, numpy.ndarray]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
 from ..errors import ElmoOptionsError
-from ..io import require_file
+from ..io import require_file, write_text_atomic
 from .char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 
 ACTIVATIONS = ("relu", "tanh")
@@ -170,7 +170,9 @@ class ElmoOptions:
             self._fail(key("activation"), f"must be one of {ACTIVATIONS}, got {self.activation!r}")
         if self.n_characters not in ACCEPTED_N_CHARACTERS:
             self._fail(
-                key("n_characters"), f"must be 261 (training files) or 262 (inference files), got {self.n_characters!r}"
+                key("n_characters"),
+                f"must be {ACCEPTED_N_CHARACTERS[0]} (training files) or {ACCEPTED_N_CHARACTERS[1]} (inference files), "
+                f"got {self.n_characters!r}",
             )
         for name in ("cell_clip", "proj_clip"):
             clip = getattr(self, name)
@@ -238,7 +240,7 @@ class ElmoOptions:
         return cls.from_dict(data, source=str(path))
 
     def to_file(self, path: Union[str, Path]) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf8")
+        write_text_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
 
 def preset(name: str) -> ElmoOptions:

@@ -35,9 +35,6 @@ class TypeCache:
     def clear(self) -> None:
         self._vectors.clear()
 
-    def reset_stats(self) -> None:
-        self.hits = self.misses = 0
-
     def stats(self) -> Dict[str, float]:
         looked_up = self.hits + self.misses
         return {

@@ -13,7 +13,10 @@ import numpy
 
 from ..errors import ElmoOptionsError, ElmoWeightsError
 from ..io import atomic_path, require_file
+from .char_ids import N_CHARACTERS
 from .options import BILM_DIR_HINT, ElmoOptions
+
+_key = ElmoOptions.json_key  # options.json's names, as error messages spell them
 
 Shape = Tuple[int, ...]
 # Ten times the largest published biLM's 93.6 million (4 GB in float32): larger
@@ -28,27 +31,28 @@ def lstm_prefix(direction: int, layer: int) -> str:
 def expected_shapes(options: ElmoOptions) -> Dict[str, Tuple[Shape, str]]:
     """Every dataset of the file: ``name -> (shape, the options that size it)``."""
     F, P, C, d = options.n_filters, options.projection_dim, options.lstm_dim, options.char_dim
+    dim, filters, proj, lstm = (_key(n) for n in ("char_dim", "filters", "projection_dim", "lstm_dim"))
     shapes: Dict[str, Tuple[Shape, str]] = {
-        "char_embed": ((261, d), f"char_cnn.embedding.dim={d}"),
+        "char_embed": ((N_CHARACTERS - 1, d), f"{dim}={d}"),
     }
     for i, (width, n) in enumerate(options.filters):
-        why = f"char_cnn.filters[{i}]={[width, n]}, char_cnn.embedding.dim={d}"
+        why = f"{filters}[{i}]={[width, n]}, {dim}={d}"
         shapes[f"CNN/W_cnn_{i}"] = ((1, width, d, n), why)
         shapes[f"CNN/b_cnn_{i}"] = ((n,), why)
     for k in range(options.n_highway):
-        why = f"char_cnn.filters sum to {F}"
+        why = f"{filters} sum to {F}"
         for part in ("transform", "carry"):
             shapes[f"CNN_high_{k}/W_{part}"] = ((F, F), why)
             shapes[f"CNN_high_{k}/b_{part}"] = ((F,), why)
-    why = f"char_cnn.filters sum to {F}, lstm.projection_dim={P}"
+    why = f"{filters} sum to {F}, {proj}={P}"
     shapes["CNN_proj/W_proj"] = ((F, P), why)
-    shapes["CNN_proj/b_proj"] = ((P,), f"lstm.projection_dim={P}")
+    shapes["CNN_proj/b_proj"] = ((P,), f"{proj}={P}")
     for direction in range(2):
         for layer in range(options.n_layers):
             prefix = lstm_prefix(direction, layer)
-            why = f"lstm.projection_dim={P}, lstm.dim={C}"
+            why = f"{proj}={P}, {lstm}={C}"
             shapes[f"{prefix}/W_0"] = ((2 * P, 4 * C), why)
-            shapes[f"{prefix}/B"] = ((4 * C,), f"lstm.dim={C}")
+            shapes[f"{prefix}/B"] = ((4 * C,), f"{lstm}={C}")
             shapes[f"{prefix}/W_P_0"] = ((C, P), why)
     return shapes
 
@@ -56,9 +60,9 @@ def expected_shapes(options: ElmoOptions) -> Dict[str, Tuple[Shape, str]]:
 # Families of datasets whose extra members mean the options describe a
 # smaller model than the file holds.
 _COUNTED = (
-    (re.compile(r"^CNN/W_cnn_(\d+)$"), "char_cnn.filters"),
-    (re.compile(r"^CNN_high_(\d+)/"), "char_cnn.n_highway"),
-    (re.compile(r"^RNN_[01]/RNN/MultiRNNCell/Cell(\d+)/"), "lstm.n_layers"),
+    (re.compile(r"^CNN/W_cnn_(\d+)$"), ElmoOptions.json_key("filters")),
+    (re.compile(r"^CNN_high_(\d+)/"), ElmoOptions.json_key("n_highway")),
+    (re.compile(r"^RNN_[01]/RNN/MultiRNNCell/Cell(\d+)/"), ElmoOptions.json_key("n_layers")),
 )
 
 
@@ -111,8 +115,8 @@ def check_model_size(options: ElmoOptions) -> None:
     count = n_parameters(options)
     if count > MAX_PARAMETERS:
         raise ElmoOptionsError(
-            f"{options.source}: these sizes (lstm.dim {options.lstm_dim}, lstm.projection_dim "
-            f"{options.projection_dim}, lstm.n_layers {options.n_layers}, ...) make {count:,} weights, "
+            f"{options.source}: these sizes ({_key('lstm_dim')} {options.lstm_dim}, {_key('projection_dim')} "
+            f"{options.projection_dim}, {_key('n_layers')} {options.n_layers}, ...) make {count:,} weights, "
             f"above the sane bound {MAX_PARAMETERS:,}"
         )
 

@@ -23,7 +23,6 @@ from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, Elmo
 from ..layers.bilm_model import (
     adopt_loaded_bilm,
     check_loaded_attrs,
-    check_precision,
     forget_bilm,
     get_bilm,
     predict_reduced,
@@ -42,7 +41,7 @@ from ..layers.doc_data import (
     token_mix_weights,
 )
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
-from ..loaders import check_weight_source, default_bilm_dir, load_bilm
+from ..loaders import check_weight_pairing, check_weight_source, default_bilm_dir, load_bilm
 from ..spacy_frames import building_from_config
 from .extensions import install_extensions
 from .saved import check_saved_component
@@ -54,6 +53,15 @@ DEFAULT_ELMO_MODEL = Config().from_str(
 max_segment_length = 256
 """
 )["model"]
+
+# The component's settings (its cfg) and their defaults: the factory's and the class's.
+DEFAULT_SETTINGS: Dict[str, Any] = {
+    "store": "all",
+    "store_dtype": "float32",
+    "token_mix": None,
+    "cache_size_mb": 1024,
+    "precision": "fp32",
+}
 
 NO_WEIGHTS_HELP = (
     "The '{name}' component has no biLM weights. Give them in one of these ways:\n"
@@ -75,11 +83,7 @@ NO_WEIGHTS_HELP = (
         "options_file": None,
         "weight_file": None,
         "bilm_dir": None,
-        "store": "all",
-        "store_dtype": "float32",
-        "token_mix": None,
-        "cache_size_mb": 1024,
-        "precision": "fp32",
+        **DEFAULT_SETTINGS,
     },
 )
 def make_elmo(
@@ -140,23 +144,19 @@ class ElmoComponent(TrainablePipe):
         options_file: Optional[str] = None,
         weight_file: Optional[str] = None,
         bilm_dir: Optional[str] = None,
-        store: str = "all",
-        store_dtype: str = "float32",
-        token_mix: Optional[List[float]] = None,
-        cache_size_mb: float = 1024,
-        precision: str = "fp32",
+        store: str = DEFAULT_SETTINGS["store"],
+        store_dtype: str = DEFAULT_SETTINGS["store_dtype"],
+        token_mix: Optional[List[float]] = DEFAULT_SETTINGS["token_mix"],
+        cache_size_mb: float = DEFAULT_SETTINGS["cache_size_mb"],
+        precision: str = DEFAULT_SETTINGS["precision"],
     ) -> None:
         if store not in STORE_CHOICES:
             raise ElmoError(f"elmo store must be one of {STORE_CHOICES}, got {store!r}")
         if store_dtype not in DTYPE_CHOICES:
             raise ElmoError(f"elmo store_dtype must be one of {DTYPE_CHOICES}, got {store_dtype!r}")
-        check_precision(precision, "elmo precision")
         if token_mix is not None and (not token_mix or any(w < 0 for w in token_mix) or sum(token_mix) <= 0):
             raise ElmoError(f"elmo token_mix must be non-negative layer weights with a positive sum, got {token_mix!r}")
-        if (options_file is None) != (weight_file is None):
-            raise ElmoError("elmo: options_file and weight_file go together: give both (or bilm_dir)")
-        if bilm_dir is not None and options_file is not None:
-            raise ElmoError("elmo: give either bilm_dir or options_file + weight_file, not both")
+        check_weight_pairing(options_file, weight_file, bilm_dir)
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -257,7 +257,15 @@ class ElmoComponent(TrainablePipe):
     @property
     def trains_bilm(self) -> bool:
         """Whether any listener fine-tunes the biLM (grad_factor > 0); else it is frozen."""
-        return any(listener.attrs.get("grad_factor", 0) for listener in self.listeners)
+        return bool(self._tuning_components())
+
+    def _tuning_components(self) -> List[str]:
+        """The listening components whose listener fine-tunes the biLM."""
+        return [
+            name
+            for name in self.listening_components
+            if any(listener.attrs.get("grad_factor", 0) for listener in self.listener_map[name])
+        ]
 
     def listener_mix_weights(self) -> Dict[str, List[Dict[str, Any]]]:
         """The learned scalar-mix weights and gamma of each listening component."""
@@ -305,12 +313,8 @@ class ElmoComponent(TrainablePipe):
             self._ensure_weights()
 
     def _refuse_inference_only_fine_tuning(self) -> None:
-        """int8 has no gradients: a listener that fine-tunes the biLM is refused before training starts."""
-        tuning = [
-            name
-            for name in self.listening_components
-            if any(listener.attrs.get("grad_factor", 0) for listener in self.listener_map[name])
-        ]
+        """int8 and bf16 are inference only: a listener that fine-tunes the biLM is refused before training starts."""
+        tuning = self._tuning_components()
         if tuning and self.cfg["precision"] != "fp32":
             raise ElmoError(
                 f"elmo precision {self.cfg['precision']!r} is for inference only, but the listener of "
@@ -389,7 +393,7 @@ class ElmoComponent(TrainablePipe):
         if not listeners:
             return losses
         batch = batch_id(docs)
-        if not any(listener.attrs["grad_factor"] for listener in listeners):
+        if not self.trains_bilm:
             layers = self.model.predict(docs)  # frozen: cached, no gradients, no optimizer step
             for listener in listeners:
                 receive(listener, batch, layers, _ignore_gradient)

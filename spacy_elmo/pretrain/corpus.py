@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequ
 
 import numpy
 
-from ..bilm.char_ids import BOS_TOKEN, EOS_TOKEN, token_char_ids
+from ..bilm.char_ids import BOS_TOKEN, EOS_TOKEN, MAX_CHARACTERS_PER_TOKEN, token_char_ids
 from ..errors import PretrainDataError
 from ..io import iter_utf8_lines, update_sha256
 
@@ -59,7 +59,7 @@ def split_long(tokens: Sequence[str], max_length: int) -> Iterator[List[str]]:
 class Corpus:
     """Sentences as type ids, plus the type table (shared by train and dev)."""
 
-    def __init__(self, max_characters_per_token: int = 50):
+    def __init__(self, max_characters_per_token: int = MAX_CHARACTERS_PER_TOKEN):
         self.max_chars = max_characters_per_token
         self.types: List[str] = [BOS_TOKEN, EOS_TOKEN]
         self._type_ids: Dict[str, int] = {BOS_TOKEN: BOS_TYPE, EOS_TOKEN: EOS_TYPE}

@@ -28,7 +28,7 @@ from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
 from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.weights import write_weights
 from ..errors import PretrainConfigError, PretrainDataError
-from ..io import atomic_path, read_jsonl
+from ..io import atomic_path, read_jsonl, write_jsonl_atomic
 
 CONFIG_NAME = "config.cfg"
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -118,8 +118,7 @@ def export_bilm(bilm: ElmoBiLM, output_dir: Path, extra_options: Dict[str, Any])
     options = ElmoOptions.from_dict(bilm.options.to_dict(), source=str(output_dir / OPTIONS_NAME))
     options.extra.update(extra_options)
     write_weights(bilm.tf_arrays(), output_dir / WEIGHTS_NAME)  # atomic itself
-    with atomic_path(output_dir / OPTIONS_NAME) as tmp:
-        options.to_file(tmp)
+    options.to_file(output_dir / OPTIONS_NAME)  # atomic too
 
 
 def export_softmax(head: LmHead, path: Path) -> None:
@@ -153,9 +152,7 @@ def import_softmax(head: torch.nn.Module, path: Path) -> None:
 
 def truncate_metrics(path: Path, last_step: int) -> None:
     """Drop records past the checkpoint a run resumes from: those steps run again."""
-    records = [r for r in read_jsonl(path) if r.get("step", 0) <= last_step]
-    with atomic_path(path) as tmp:
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf8")
+    write_jsonl_atomic(path, [r for r in read_jsonl(path) if r.get("step", 0) <= last_step])
 
 
 def plot_curve(records: List[Dict[str, Any]], png_path: Path) -> None:

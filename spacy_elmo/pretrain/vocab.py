@@ -10,7 +10,7 @@ import numpy
 
 from ..bilm.char_ids import BOS_TOKEN, EOS_TOKEN
 from ..errors import PretrainDataError
-from ..io import iter_utf8_lines
+from ..io import iter_utf8_lines, write_text_atomic
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -52,7 +52,7 @@ class Vocabulary:
         return numpy.fromiter((get(t, UNK_ID) for t in types), dtype=numpy.int64, count=len(types))
 
     def to_file(self, path: Union[str, Path]) -> None:
-        Path(path).write_text("".join(w + "\n" for w in self.words), encoding="utf8")
+        write_text_atomic(path, "".join(w + "\n" for w in self.words))
 
     @classmethod
     def from_file(cls, path: Union[str, Path]) -> "Vocabulary":

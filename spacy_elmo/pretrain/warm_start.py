@@ -27,8 +27,8 @@ import numpy
 import torch
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
-from ..errors import PretrainDataError
+from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME, check_bilm_dir
+from ..errors import ElmoFileNotFoundError, PretrainDataError
 from .outputs import SOFTMAX_NAME, VOCAB_NAME, read_softmax_arrays, read_softmax_settings
 from .vocab import SPECIAL_TOKENS, Vocabulary
 
@@ -57,13 +57,10 @@ class WarmStart:
 def read_init_dir(directory) -> WarmStart:
     """Check the directory's files and read its softmax and vocabulary; errors name the file and what differs."""
     directory = Path(directory)
-    if not directory.is_dir():
-        raise PretrainDataError(f"paths.init_dir: {directory} is not a directory")
-    for name in (OPTIONS_NAME, WEIGHTS_NAME):
-        if not (directory / name).is_file():
-            raise PretrainDataError(
-                f"paths.init_dir: {directory / name} not found (a biLM directory has {OPTIONS_NAME} and {WEIGHTS_NAME})"
-            )
+    try:
+        check_bilm_dir(directory, "paths.init_dir")
+    except ElmoFileNotFoundError as err:
+        raise PretrainDataError(str(err)) from None
     vocab_file, softmax_file = directory / VOCAB_NAME, directory / SOFTMAX_NAME
     if not vocab_file.is_file() and not softmax_file.is_file():
         return WarmStart(directory)  # the biLM alone: the head starts fresh
