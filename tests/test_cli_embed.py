@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm import ElmoBiLM
-from spacy_elmo.cli import app
+from spacy_elmo.cli import app, embed_writer
 from spacy_elmo.cli import embed as embed_module
 
 from .conftest import crash_embed_on_batch, tiny_bilm
@@ -93,7 +93,7 @@ def test_interrupted_run_resumes_to_the_same_output(files, monkeypatch, stateful
     flags = ["--batch-size", "2"] + (["--stateful"] if stateful else [])
     reference, _ = read_output_after(run_embed, files, "full.hdf5", *flags)
 
-    monkeypatch.setattr(embed_module, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(embed_writer, "CHECKPOINT_SECONDS", 0.0)
     original = crash_embed_on_batch(monkeypatch, 3)
     out = tmp / "resumed.hdf5"
     with pytest.raises(KeyboardInterrupt):
@@ -290,7 +290,7 @@ def test_a_finished_part_is_kept_when_the_shared_run_is_rerun(files, monkeypatch
     tmp, options, weights, text = files
     bilm = ElmoBiLM.from_files(options, weights)
     out = tmp / "shared.hdf5"
-    monkeypatch.setattr(embed_module, "MERGE_POLL_SECONDS", 0.01)
+    monkeypatch.setattr(embed_writer, "MERGE_POLL_SECONDS", 0.01)
     # Process 1 alone finishes its part; process 0 would wait for it, so it runs second.
     embed_module.embed_file(text, out, bilm, batch_size=2, share=(1, 2), progress=False)
     part = embed_module.part_path(out, 1, 2)
@@ -354,8 +354,8 @@ def test_stateful_run_killed_between_state_and_progress_resumes_to_the_same_outp
     file: the resumed run must take the state the last progress file vouches for."""
     tmp, options, weights, text = files
     reference, _ = read_output_after(run_embed, files, "full.hdf5", "--stateful", "--batch-size", "2")
-    monkeypatch.setattr(embed_module, "CHECKPOINT_SECONDS", 0.0)
-    original = embed_module.write_json_atomic
+    monkeypatch.setattr(embed_writer, "CHECKPOINT_SECONDS", 0.0)
+    original = embed_writer.write_json_atomic
     calls = {"n": 0}
 
     def killed_at_second_progress(path, data):
@@ -364,13 +364,13 @@ def test_stateful_run_killed_between_state_and_progress_resumes_to_the_same_outp
             raise KeyboardInterrupt
         original(path, data)
 
-    monkeypatch.setattr(embed_module, "write_json_atomic", killed_at_second_progress)
+    monkeypatch.setattr(embed_writer, "write_json_atomic", killed_at_second_progress)
     out = tmp / "resumed.hdf5"
     bilm = ElmoBiLM.from_files(options, weights)
     with pytest.raises(KeyboardInterrupt):
         embed_module.embed_file(text, out, bilm, batch_size=2, stateful=True, progress=False)
     assert json.loads(out.with_name("resumed.hdf5.progress.json").read_text())["done_batches"] == 1
-    monkeypatch.setattr(embed_module, "write_json_atomic", original)
+    monkeypatch.setattr(embed_writer, "write_json_atomic", original)
     embed_module.embed_file(
         text, out, ElmoBiLM.from_files(options, weights), batch_size=2, stateful=True, progress=False
     )
@@ -390,11 +390,11 @@ def test_the_output_is_on_disk_before_the_progress_file_vouches_for_it(files, mo
         events.append(("fsync", os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))))
         real_fsync(fd)
 
-    original = embed_module.write_json_atomic
+    original = embed_writer.write_json_atomic
     monkeypatch.setattr(os, "fsync", recording_fsync)
-    monkeypatch.setattr(embed_module, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(embed_writer, "CHECKPOINT_SECONDS", 0.0)
     monkeypatch.setattr(
-        embed_module, "write_json_atomic", lambda p, d: events.append(("progress", d["done_batches"])) or original(p, d)
+        embed_writer, "write_json_atomic", lambda p, d: events.append(("progress", d["done_batches"])) or original(p, d)
     )
     embed_module.embed_file(
         text, tmp / "o.hdf5", ElmoBiLM.from_files(options, weights), batch_size=3, stateful=True, progress=False

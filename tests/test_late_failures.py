@@ -258,13 +258,14 @@ def test_a_resume_rewrites_config_only_when_it_changes_and_atomically(tmp_path, 
 def interrupted_embed(tmp_path, bilm_files, monkeypatch):
     """A stateful embed run killed after two of its four batches were checkpointed."""
     from spacy_elmo.cli import embed as embed_module
+    from spacy_elmo.cli import embed_writer
 
     from .test_cli_embed import LINES
 
     options, weights = bilm_files
     text = tmp_path / "input.txt"
     text.write_text("\n".join(LINES) + "\n", encoding="utf8")
-    monkeypatch.setattr(embed_module, "CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(embed_writer, "CHECKPOINT_SECONDS", 0.0)
     original = crash_embed_on_batch(monkeypatch, 3)
     out = tmp_path / "out.hdf5"
     with pytest.raises(KeyboardInterrupt):

@@ -325,7 +325,7 @@ class ElmoBiLM(nn.Module):
         pieces = self._embed([s[w.start : w.end] for s, ws in zip(sentences, windows) for w in ws], stateful=False)
         results, taken = [], 0
         for sentence, ws in zip(sentences, windows):
-            kept = [piece[:, w.keep_start - w.start : w.keep_end - w.start] for piece, w in zip(pieces[taken:], ws)]
+            kept = [w.kept(piece) for piece, w in zip(pieces[taken:], ws)]
             taken += len(ws)
             empty = numpy.zeros((self.n_output_layers, 0, self.output_dim), dtype=numpy.float32)
             results.append(numpy.concatenate(kept, axis=1) if kept else empty)
@@ -371,8 +371,15 @@ def iter_embedded(
         ids, lengths = batch_char_ids([sentences[i] for i in group], max_chars)
         layers = run(ids, lengths)
         for row, index in enumerate(group):
-            yield index, layers[:, row, 1 : lengths[row] - 1].copy()
+            yield index, sentence_layers(layers, row, lengths[row]).copy()
         del layers
+
+
+def sentence_layers(layers: Any, row: int, length: int) -> Any:
+    """Row ``row`` of a batch's ``(L+1, B, T, 2P)`` layers without its boundary tokens
+    (``<S>`` first, ``</S>`` at ``length - 1``, ``length`` counting both): the sentence's
+    ``(L+1, n, 2P)``, a view."""
+    return layers[:, row, 1 : length - 1]
 
 
 def length_batches(lengths: Sequence[int]) -> List[List[int]]:

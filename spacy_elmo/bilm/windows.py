@@ -9,7 +9,7 @@ gets, except at the run's own ends; the same idea as spacy-transformers'
 strided span getter.
 """
 
-from typing import List, NamedTuple
+from typing import Any, List, NamedTuple
 
 from ..errors import ElmoError
 
@@ -19,6 +19,10 @@ class Window(NamedTuple):
     end: int
     keep_start: int  # and these tokens keep its output
     keep_end: int
+
+    def kept(self, output: Any) -> Any:
+        """The kept tokens of the window's output (tokens on axis 1, as in ``(L+1, k, 2P)``): a view."""
+        return output[:, self.keep_start - self.start : self.keep_end - self.start]
 
 
 def strided_windows(start: int, end: int, size: int) -> List[Window]:

@@ -5,18 +5,16 @@ The torch module sits in a ``PyTorchWrapper_v3`` (v2 plus serialization
 hooks). Its sizes may be unknown when the model is built (a config with null
 sizes): they arrive with the weights (``set_bilm``), and a serialized model
 carries its options, so loading rebuilds the right-sized module without the
-original files.
+original files (the format: ``bilm_serialization.py``).
 
 Prediction runs per segment (sentence or window), length-batched, through a
 bounded cache, each batch's outputs copied into the docs' layers and freed;
 training (fine-tuning) runs the whole batch with autograd.
 """
 
-from io import BytesIO
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy
-import srsly
 import torch
 from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_device, torch2xp, xp2torch
@@ -24,14 +22,15 @@ from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions, batch_char_ids
 from ..bilm.kernels import check_precision, weights_version
-from ..bilm.model import iter_embedded, length_batches
-from ..bilm.weights import checked_array
+from ..bilm.model import iter_embedded, length_batches, sentence_layers
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
-from ..io import arrays_sha256
+from .bilm_serialization import deserialize_bilm, serialize_bilm
 from .cache import LayerCache
 from .segments import Segment, batch_segments
 
 BilmModel = Model[List[Doc], List[Floats3d]]
+# The old name, which tests import from here.
+_deserialize_bilm = deserialize_bilm
 
 
 def build_bilm_model(options: Optional[ElmoOptions], max_segment_length: int = 256, cache_mb: float = 0.0) -> BilmModel:
@@ -43,8 +42,8 @@ def build_bilm_model(options: Optional[ElmoOptions], max_segment_length: int = 2
         ElmoBiLM(options) if options is not None else torch.nn.Module(),
         convert_inputs=_convert_inputs,
         convert_outputs=_convert_outputs,
-        serialize_model=_serialize_bilm,
-        deserialize_model=_deserialize_bilm,
+        serialize_model=serialize_bilm,
+        deserialize_model=deserialize_bilm,
     )
     return Model(
         "elmo_bilm",
@@ -192,7 +191,7 @@ def bilm_forward(model: BilmModel, docs: Sequence[Doc], is_train: bool) -> Tuple
         whole = outputs[index]
         if whole is None:
             whole = outputs[index] = model.ops.alloc3f(model.get_dim("nL"), n_tokens, model.get_dim("nO"))
-        whole[:, window.keep_start : window.keep_end] = _kept(window, output)
+        whole[:, window.keep_start : window.keep_end] = window.kept(output)
 
     _run_segments(model, bilm, segments, texts, place)
     empty = model.ops.alloc3f(model.get_dim("nL"), 0, model.get_dim("nO"))
@@ -212,7 +211,7 @@ def predict_reduced(model: BilmModel, docs: Sequence[Doc], reduce: Optional[Call
         if reduce is None:
             return
         index, window = segment
-        piece = reduce(_kept(window, output))
+        piece = reduce(window.kept(output))
         if reduced[index] is None:
             xp = numpy if isinstance(piece, numpy.ndarray) else model.ops.xp
             reduced[index] = xp.zeros((len(docs[index]),) + piece.shape[1:], dtype=piece.dtype)
@@ -220,11 +219,6 @@ def predict_reduced(model: BilmModel, docs: Sequence[Doc], reduce: Optional[Call
 
     _run_segments(model, bilm, segments, texts, place)
     return reduced
-
-
-def _kept(window, output: Floats3d) -> Floats3d:
-    """The tokens of a segment's output that its doc keeps."""
-    return output[:, window.keep_start - window.start : window.keep_end - window.start]
 
 
 def _run_segments(model: BilmModel, bilm: ElmoBiLM, segments: List[Segment], texts, place: Callable) -> None:
@@ -264,7 +258,7 @@ def _assemble(model: BilmModel, docs, segments: List[Segment], outputs) -> List[
     """Each doc's ``(L+1, n, 2P)`` layers from its segments' kept tokens."""
     per_doc: List[List[Floats3d]] = [[] for _ in docs]
     for (index, window), output in zip(segments, outputs):
-        per_doc[index].append(_kept(window, output))
+        per_doc[index].append(window.kept(output))
     n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     result = []
     for parts in per_doc:
@@ -283,7 +277,7 @@ def _forward_with_gradients(model: BilmModel, bilm: ElmoBiLM, docs, segments, te
         return [model.ops.alloc3f(model.get_dim("nL"), 0, model.get_dim("nO")) for _ in docs], _no_gradient
     ids, lengths = batch_char_ids(texts, bilm.options.max_characters_per_token)
     layers, backprop_layers = model.layers[0]((ids, lengths), is_train=True)
-    outputs = [layers[:, k, 1 : lengths[k] - 1] for k in range(len(segments))]
+    outputs = [sentence_layers(layers, k, lengths[k]) for k in range(len(segments))]
     doc_outputs = _assemble(model, docs, segments, outputs)
 
     def backprop(d_docs: List[Floats3d]) -> List:
@@ -315,75 +309,3 @@ def _convert_outputs(model: Model, inputs_outputs, is_train: bool):
         return ArgsKwargs(args=(layers_torch,), kwargs={"grad_tensors": grads})
 
     return layers, backprop
-
-
-def _serialize_bilm(bilm: Any) -> bytes:
-    """Options and weights as plain msgpack arrays (loading never unpickles), with their
-    sha256. float16 when that loses nothing (weights that came from a float16 file and
-    were not fine-tuned)."""
-    if not isinstance(bilm, ElmoBiLM):
-        return srsly.msgpack_dumps({"options": None, "arrays": {}})
-    state = {name: value.detach().float().cpu() for name, value in bilm.state_dict().items()}
-    lossless = all(torch.equal(value.half().float(), value) for value in state.values())
-    dtype = torch.float16 if lossless else torch.float32
-    arrays = {name: value.to(dtype).numpy() for name, value in state.items()}
-    options = bilm.options.to_dict()
-    return srsly.msgpack_dumps({"options": options, "arrays": arrays, "sha256": arrays_sha256(arrays, options)})
-
-
-def _deserialize_bilm(current: Any, data: bytes, device: "torch.device") -> Any:
-    try:
-        msg = srsly.msgpack_loads(data)
-    except ValueError as err:
-        raise ElmoWeightsError(f"the saved biLM is damaged (not readable msgpack: {err})") from None
-    if not isinstance(msg, dict) or "options" not in msg:
-        raise ElmoWeightsError("the saved biLM is damaged (no options in it)")
-    if msg["options"] is None:
-        return current
-    options = ElmoOptions.from_dict(msg["options"], source="the saved biLM")
-    bilm = current if isinstance(current, ElmoBiLM) and current.options == options else ElmoBiLM(options)
-    if "arrays" in msg:
-        arrays = msg["arrays"]
-        _verify_sha256(msg)
-    else:
-        arrays = {name: tensor.numpy() for name, tensor in _legacy_state(msg).items()}
-    bilm.load_state_dict(_checked_state(arrays, bilm))
-    return bilm.to(device).eval()
-
-
-def _verify_sha256(msg: Dict[str, Any]) -> None:
-    """Pipelines saved before the checksum have none; any other must match it."""
-    arrays = msg["arrays"]
-    if "sha256" not in msg or not isinstance(arrays, dict):
-        return
-    if not all(isinstance(array, numpy.ndarray) for array in arrays.values()):
-        return  # not arrays: _checked_state names the culprit
-    if arrays_sha256(arrays, msg["options"]) != msg["sha256"]:
-        raise ElmoWeightsError("the saved biLM fails its sha256 check (its bytes changed after it was saved)")
-
-
-def _checked_state(arrays: Any, bilm: ElmoBiLM) -> Dict[str, torch.Tensor]:
-    """The saved arrays as the biLM's state, each checked as a weight file's datasets are."""
-    expected = {name: tuple(value.shape) for name, value in bilm.state_dict().items()}
-    if not isinstance(arrays, dict):
-        raise ElmoWeightsError(f"the saved biLM's arrays are a {type(arrays).__name__}, not a map of named arrays")
-    missing, unexpected = sorted(set(expected) - set(arrays)), sorted(set(arrays) - set(expected))
-    if missing or unexpected:
-        raise ElmoWeightsError(
-            f"the saved biLM's arrays do not fit its options (missing: {missing[:3]}, unexpected: {unexpected[:3]})"
-        )
-    return {
-        name: torch.tensor(checked_array(arrays[name], f"the saved biLM's array '{name}'", shape, "its options need"))
-        for name, shape in expected.items()
-    }
-
-
-def _legacy_state(msg: Dict[str, Any]) -> Dict[str, Any]:
-    """Pipelines saved by spacy-elmo 0.1 hold a torch.save zip; weights_only: tensors, never code."""
-    try:
-        state = torch.load(BytesIO(msg["state"]), map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many kinds for a damaged zip
-        raise ElmoWeightsError(f"the saved biLM is damaged ({type(err).__name__})") from None
-    if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
-        raise ElmoWeightsError("the saved biLM is damaged (its state is not a dict of tensors)")
-    return {name: value.detach().cpu() for name, value in state.items()}

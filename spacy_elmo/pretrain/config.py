@@ -97,7 +97,7 @@ checkpoint_every_minutes = 10.0
 """
 
 OPTIMIZERS = ("adam", "adagrad", "sgd")
-PRECISIONS = ("fp32", "bf16", "auto")
+TRAINING_PRECISIONS = ("fp32", "bf16", "auto")
 TRAIN_ONLY = ("all", "head")
 TEXT_FORMATS = ("auto", "lines", "paragraphs")
 # Settings a resumed run may change: everything else must match the checkpoint.
@@ -188,7 +188,11 @@ def _validate_training(t: Dict[str, Any]) -> None:
     _check(
         t["train_only"] in TRAIN_ONLY, "training.train_only", f"must be one of {TRAIN_ONLY}, got {t['train_only']!r}"
     )
-    _check(t["precision"] in PRECISIONS, "training.precision", f"must be one of {PRECISIONS}, got {t['precision']!r}")
+    _check(
+        t["precision"] in TRAINING_PRECISIONS,
+        "training.precision",
+        f"must be one of {TRAINING_PRECISIONS}, got {t['precision']!r}",
+    )
     _check(isinstance(t["n_samples"], int) and t["n_samples"] >= 1, "training.n_samples", "must be a positive integer")
     cutoffs = t["adaptive_cutoffs"]
     _check(

@@ -1,136 +1,47 @@
-"""The pretraining loop: data, model, optimizer, logging, checkpoints, resume, DDP.
+"""The pretraining loop: data, model, steps, logging, evaluation.
 
-One process, or one per device under ``torchrun`` (PyTorch
-DistributedDataParallel: gloo on CPU, nccl on CUDA). Process r of N trains on
-batches r, r+N, r+2N, ... of each epoch; gradients are averaged.
+One process, or one per device under ``torchrun`` (``distributed.py``).
+Process r of N trains on batches r, r+N, r+2N, ... of each epoch; gradients
+are averaged.
 
 Resuming: when OUTPUT_DIR holds a checkpoint, the same command continues
 from it (model, softmax, optimizer, every process's RNG, step and data
-position), provided the config differs only in settings a resume may change
-(``max_steps``, logging and checkpoint intervals, ...).
+position; ``checkpoint.py``), provided the config differs only in settings a
+resume may change (``max_steps``, logging and checkpoint intervals, ...).
 """
 
 import math
-import os
-import sys
 import time
 import warnings
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy
 import torch
 from confection import Config
-from torch.autograd.graph import increment_version
 from tqdm import tqdm
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.device import resolve_device
-from ..bilm.kernels import native_cpu_bf16
+from ..bilm.kernels import native_bf16, native_cpu_bf16
 from ..bilm.language_model import BidirectionalLM
 from ..bilm.lm_head import NORMALISED_KINDS, build_lm_head
-from ..bilm.model import OPTIONS_NAME
 from ..errors import PretrainDataError
-from ..io import append_jsonl, is_disk_full, read_jsonl
+from ..io import append_jsonl, is_disk_full
 from .batches import epoch_batches
-from .config import (
-    PretrainConfigError,
-    Schedule,
-    config_differences,
-    model_options,
-    model_section,
-    schedule_change_error,
-    widen_model,
-)
+from .checkpoint import resolve_config, restore, save
+from .config import Schedule, model_options
 from .corpus import inputs_sha256
-from .data import TrainingData, read_data
+from .data import read_data
+from .distributed import choose_device, setup_distributed
 from .evaluation import dev_nll, dev_record, held_out_figures, unknown_rate_warning
-from .outputs import (
-    CHECKPOINT_KEYS,
-    CHECKPOINT_NAME,
-    CONFIG_NAME,
-    CURVE_NAME,
-    METRICS_NAME,
-    SOFTMAX_NAME,
-    VOCAB_NAME,
-    export_bilm,
-    export_softmax,
-    load_checkpoint,
-    plot_curve,
-    read_saved_config,
-    save_checkpoint,
-    truncate_metrics,
-    write_config,
-)
+from .optim import make_optimizer
+from .optim import with_step_implementation as with_step_implementation  # re-exported: tests import it from here
+from .outputs import CHECKPOINT_NAME, CONFIG_NAME, CURVE_NAME, METRICS_NAME, VOCAB_NAME, write_config
+from .run import LogWindow, Run, say
 from .target_vectors import target_vectors
 from .vocab import Vocabulary
 from .warm_start import WarmStart, read_init_dir, transfer_head, warm_start_summary, widened_bilm
-
-# Devices with torch's fused Adam(W) kernel (elsewhere the per-op loop).
-FUSED_ADAM_DEVICES = ("cpu", "cuda")
-
-
-def say(message: str) -> None:
-    """A line for the person running the job, on stderr (with or without the progress bar)."""
-    print(message, file=sys.stderr, flush=True)
-
-
-def remove_stale_temporaries(output_dir: Path) -> None:
-    """Temporary files of writes a kill interrupted (``.NAME.tmpPID``): never complete, never read."""
-    for stale in output_dir.glob(".*.tmp[0-9]*"):
-        stale.unlink()
-        say(f"removed {stale.name}, left by an interrupted write")
-
-
-@dataclass
-class Distributed:
-    rank: int = 0
-    world_size: int = 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-    def sum(self, *values: float) -> List[float]:
-        """Element-wise sums over all processes (the values themselves with one)."""
-        if self.world_size == 1:
-            return list(values)
-        import torch.distributed as dist
-
-        tensor = torch.tensor(values, dtype=torch.float64)
-        dist.all_reduce(tensor)
-        return tensor.tolist()
-
-    def gather(self, obj: Any) -> List[Any]:
-        if self.world_size == 1:
-            return [obj]
-        import torch.distributed as dist
-
-        out: List[Any] = [None] * self.world_size
-        dist.all_gather_object(out, obj)
-        return out
-
-
-def setup_distributed(device: torch.device) -> Distributed:
-    """Join the process group that ``torchrun`` describes in the environment."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size <= 1:
-        return Distributed()
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return Distributed(dist.get_rank(), dist.get_world_size())
-
-
-def choose_device(device: str) -> torch.device:
-    """``--device``; a bare "cuda" under torchrun is this process's GPU (LOCAL_RANK)."""
-    resolved = resolve_device(device)
-    if device == "cuda" and "LOCAL_RANK" in os.environ:
-        return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
-    return resolved
 
 
 def build_language_model(
@@ -171,43 +82,6 @@ def build_language_model(
     return BidirectionalLM(bilm, head).train()
 
 
-def make_optimizer(config: Config, model: torch.nn.Module) -> torch.optim.Optimizer:
-    t = config["training"]
-    params = [p for p in model.parameters() if p.requires_grad]
-    if t["optimizer"] == "adam":
-        # The fused kernel does the whole update in one pass per tensor (~7x faster on CPU
-        # than the per-op loop); the same maths.
-        fused = all(p.device.type in FUSED_ADAM_DEVICES and p.dtype in (torch.float32, torch.bfloat16) for p in params)
-        optimizer = torch.optim.AdamW(params, lr=t["learn_rate"], weight_decay=t["weight_decay"], fused=fused or None)
-        if fused:
-            optimizer.register_step_post_hook(_bump_weight_versions)
-        return optimizer
-    if t["optimizer"] == "adagrad":
-        # bilm-tf's choice (lr 0.2, initial accumulator 1.0).
-        return torch.optim.Adagrad(
-            params, lr=t["learn_rate"], initial_accumulator_value=1.0, weight_decay=t["weight_decay"]
-        )
-    return torch.optim.SGD(params, lr=t["learn_rate"], weight_decay=t["weight_decay"])
-
-
-def _bump_weight_versions(optimizer: torch.optim.Optimizer, args, kwargs) -> None:
-    """After a fused step: that kernel updates the weights in place without bumping their
-    version counters, which the biLM's packed inference kernels are keyed on (evaluation
-    would run stale copies)."""
-    increment_version([p for group in optimizer.param_groups for p in group["params"]])
-
-
-def with_step_implementation(saved: Dict[str, Any], optimizer: torch.optim.Optimizer) -> Dict[str, Any]:
-    """A checkpoint's optimizer state with this build's choice of update kernel (fused,
-    foreach) instead of the one that wrote it: load_state_dict would otherwise bring back
-    the old choice, and it must know the new one to place the state where that kernel wants it."""
-    groups = [
-        dict(saved_group, **{key: group[key] for key in ("fused", "foreach") if key in group})
-        for saved_group, group in zip(saved["param_groups"], optimizer.param_groups)
-    ]
-    return dict(saved, param_groups=groups)
-
-
 def train_step(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -232,51 +106,13 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     """``auto``: bf16 where the device has it natively, else fp32."""
     if precision != "auto":
         return precision
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    return "bf16" if device.type == "cpu" and native_cpu_bf16() else "fp32"
+    return "bf16" if native_bf16(device) else "fp32"
 
 
-def _rng_state(device: torch.device) -> Dict[str, Any]:
-    state = {"cpu": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def _set_rng_state(state: Dict[str, Any], device: torch.device) -> None:
-    torch.set_rng_state(state["cpu"])
-    if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
-
-
-def resolve_config(config: Config, output_dir: Path) -> Tuple[Config, Optional[Config]]:
-    """The config to run, and the config of the checkpoint in ``output_dir`` it resumes (None: a fresh run)."""
-    init_options = config["paths"]["init_options"] or (
-        Path(config["paths"]["init_dir"]) / OPTIONS_NAME if config["paths"]["init_dir"] else None
-    )
-    if init_options:
-        # Fine-tuning or a warm start: the architecture is the starting biLM's, maybe widened.
-        config["model"].update(model_section(ElmoOptions.from_file(init_options)))
-        widen_model(config, init_options)
-    if not (output_dir / CHECKPOINT_NAME).is_file():
-        return config, None
-    saved = read_saved_config(output_dir / CONFIG_NAME, output_dir / CHECKPOINT_NAME)
-    differences = config_differences(saved, config)
-    if differences:
-        listed = "; ".join(f"{k}: {a!r} in the checkpoint, {b!r} now" for k, a, b in differences)
-        raise PretrainConfigError(
-            f"{output_dir} holds a checkpoint of a run with other settings ({listed}). "
-            "Resume with the same settings (only max_steps, the cooldown, intervals, threads, precision and the dev data "
-            "may change) or use a fresh output directory."
-        )
-    return config, saved
-
-
-def make_autocast(setting: str, device: torch.device, dist: Distributed):
-    """The context each training step runs in: bf16 autocast or nothing."""
-    precision = resolve_precision(setting, device)
-    if setting == "auto" and dist.is_main:
+def make_autocast(run: Run):
+    """The context each training step runs in: bf16 autocast or nothing (``run.precision``, resolved)."""
+    setting, precision, device = run.training["precision"], run.precision, run.device
+    if setting == "auto" and run.dist.is_main:
         say(f"training.precision = auto: {precision} on {device}")
     if precision == "bf16" and device.type == "cpu" and not native_cpu_bf16():
         warnings.warn(
@@ -285,61 +121,6 @@ def make_autocast(setting: str, device: torch.device, dist: Distributed):
             stacklevel=3,
         )
     return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
-
-
-# -- the run: state, steps, logging, evaluation, checkpoints -----------------
-@dataclass
-class Progress:
-    """Where a run stands: what a checkpoint saves beside the weights."""
-
-    step: int = 0
-    epoch: int = 0
-    position: int = 0  # batches of the epoch this process has taken
-    elapsed: float = 0.0  # training seconds of earlier sittings
-    tokens_seen: int = 0
-
-
-@dataclass
-class LogWindow:
-    """What is summed between two metrics records."""
-
-    start: float
-    forward: float = 0.0
-    backward: float = 0.0
-    predictions: float = 0.0
-    tokens: float = 0.0
-
-
-@dataclass
-class Run:
-    """One process's pretraining run: what the loop's steps share."""
-
-    config: Config
-    output_dir: Path
-    device: torch.device
-    dist: Distributed
-    data: TrainingData
-    lm: BidirectionalLM
-    optimizer: torch.optim.Optimizer
-    train_sha256: str
-    model: torch.nn.Module = field(init=False)  # the lm, or its DistributedDataParallel wrapper (start_run)
-    progress: Progress = field(default_factory=Progress)
-    started: float = field(default_factory=time.perf_counter)  # of this sitting's training
-    last_checkpoint: float = 0.0
-    window: LogWindow = field(init=False)  # set when training starts
-    batches: List[numpy.ndarray] = field(default_factory=list)  # the current epoch's
-    per_process: int = 0
-    train_lengths: List[int] = field(default_factory=list)  # tokens per training sentence, computed once
-    checkpoint_step: Optional[int] = None  # the step of the checkpoint on disk (None: none yet)
-    precision: str = "fp32"  # this sitting's (training.precision resolved), in every metrics record
-
-    @property
-    def training(self) -> Dict[str, Any]:
-        return self.config["training"]
-
-    def seconds(self) -> float:
-        """Training seconds of every sitting so far."""
-        return self.progress.elapsed + (time.perf_counter() - self.started)
 
 
 def start_run(config: Config, output_dir: Path, device: str) -> Tuple[Run, Optional[WarmStart]]:
@@ -369,52 +150,10 @@ def start_run(config: Config, output_dir: Path, device: str) -> Tuple[Run, Optio
     # Dropout and negative samples differ between processes.
     torch.manual_seed(seed * 1_000_003 + dist.rank + 1)
     restore(run, saved) if saved is not None else start_outputs(run)
-    run.model = lm
-    if dist.world_size > 1:
-        from torch.nn.parallel import DistributedDataParallel
-
-        run.model = DistributedDataParallel(
-            lm, device_ids=[torch_device.index] if torch_device.type == "cuda" else None
-        )
+    run.model = dist.wrap(lm, torch_device)
     run.train_lengths = [len(s) for s in data.train]
     run.batches, run.per_process = epoch_plan(run, run.progress.epoch)
     return run, warm
-
-
-def restore(run: Run, saved: Config) -> None:
-    """Continue from the checkpoint (``saved``: the config it was trained with): weights,
-    optimizer, this process's RNG, progress."""
-    path = run.output_dir / CHECKPOINT_NAME
-    state = load_checkpoint(path, CHECKPOINT_KEYS)
-    if state["world_size"] != run.dist.world_size:
-        raise PretrainConfigError(
-            f"{path} was written by {state['world_size']} process(es); "
-            f"resume it with the same number, not {run.dist.world_size}"
-        )
-    if state["train_sha256"] != run.train_sha256:
-        raise PretrainConfigError(
-            f"{run.output_dir} holds a checkpoint trained on other text: {run.config['paths']['train']} changed "
-            "since; use a fresh output directory (or restore the text to resume)"
-        )
-    problem = schedule_change_error(Schedule.of(saved["training"]), Schedule.of(run.training), state["step"])
-    if problem:
-        raise PretrainConfigError(f"{run.output_dir}: {problem}")
-    run.lm.load_state_dict(state["model"])
-    run.optimizer.load_state_dict(with_step_implementation(state["optimizer"], run.optimizer))
-    _set_rng_state(state["rng"][run.dist.rank], run.device)
-    run.progress = Progress(state["step"], state["epoch"], state["position"], state["elapsed"], state["tokens_seen"])
-    run.checkpoint_step = run.progress.step
-    if run.dist.is_main:
-        remove_stale_temporaries(run.output_dir)
-        truncate_metrics(run.output_dir / METRICS_NAME, run.progress.step)
-        write_config(run.output_dir / CONFIG_NAME, run.config)  # differs at most in resumable settings
-        step, max_steps = run.progress.step, run.training["max_steps"]
-        say(
-            f"{run.output_dir}: already trained to step {step} = training.max_steps; nothing to do "
-            "(give a larger --training.max_steps to train on)"
-            if step >= max_steps
-            else f"{run.output_dir}: resuming from step {step} (of {max_steps}), {run.progress.tokens_seen:,} tokens seen"
-        )
 
 
 def start_outputs(run: Run) -> None:
@@ -516,46 +255,6 @@ def checkpoint_due(run: Run) -> bool:
     return run.dist.sum(float(overdue))[0] > 0 or due
 
 
-def save(run: Run) -> None:
-    """Checkpoint, and the biLM, softmax and curve as they are now."""
-    rng = run.dist.gather(_rng_state(run.device))
-    # Tokens of steps not yet logged count too: a resumed run starts a fresh log window.
-    pending = int(run.dist.sum(run.window.tokens)[0])
-    run.last_checkpoint = time.perf_counter()
-    if not run.dist.is_main:
-        return
-    p, t = run.progress, run.training
-    save_checkpoint(
-        run.output_dir / CHECKPOINT_NAME,
-        {
-            "model": run.lm.state_dict(),
-            "optimizer": run.optimizer.state_dict(),
-            "step": p.step,
-            "epoch": p.epoch,
-            "position": p.position,
-            "elapsed": run.seconds(),
-            "rng": rng,
-            "world_size": run.dist.world_size,
-            "train_sha256": run.train_sha256,
-            "tokens_seen": p.tokens_seen + pending,
-        },
-    )
-    run.checkpoint_step = p.step
-    export_bilm(
-        run.lm.bilm,
-        run.output_dir,
-        {
-            "bidirectional": True,
-            "n_tokens_vocab": len(run.data.vocab),
-            "dropout": t["dropout"],
-            "n_train_tokens": int(sum(run.train_lengths)),
-            "batch_size_tokens": t["batch_size"],
-        },
-    )
-    export_softmax(run.lm.head, run.output_dir / SOFTMAX_NAME)
-    plot_curve(read_jsonl(run.output_dir / METRICS_NAME), run.output_dir / CURVE_NAME)
-
-
 def before_training(run: Run, warm: Optional[WarmStart]) -> Optional[Dict[str, float]]:
     """The dev text's unknown-word warning; a warm start's starting dev figure."""
     data = run.data
@@ -598,8 +297,8 @@ def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str,
     """The training loop of a started run, to ``training.max_steps``."""
     t = run.training
     schedule = Schedule.of(t)
-    autocast = make_autocast(t["precision"], run.device, run.dist)
     run.precision = resolve_precision(t["precision"], run.device)
+    autocast = make_autocast(run)
     run.started = run.last_checkpoint = time.perf_counter()
     run.window = LogWindow(run.started)
     bar = tqdm(
@@ -628,10 +327,7 @@ def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str,
     if run.progress.step > start_step:  # else a finished run was re-run: nothing new to record
         last_dev = evaluate(run) or last_dev
         save(run)
-    if run.dist.world_size > 1:
-        import torch.distributed as dist
-
-        dist.barrier()
+    run.dist.barrier()
     return {
         "steps": run.progress.step,
         "epochs_completed": run.progress.epoch,
