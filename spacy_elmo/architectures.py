@@ -10,7 +10,7 @@ from thinc.types import Floats2d, Floats3d
 
 from .bilm import ElmoOptions
 from .errors import ElmoError
-from .layers.bilm_model import build_bilm_model
+from .layers.bilm_model import DEFAULT_MAX_SEGMENT_LENGTH, build_bilm_model
 from .layers.listener import build_listener, build_standalone, replace_listener
 from .layers.scalar_mix import build_scalar_mix
 from .listener_config import replace_listener_cfg
@@ -33,7 +33,7 @@ def build_elmo_bilm_v1(
     use_skip_connections: bool = _DEFAULT["use_skip_connections"],
     activation: str = _DEFAULT["activation"],
     max_characters_per_token: int = _DEFAULT["max_characters_per_token"],
-    max_segment_length: int = 256,
+    max_segment_length: int = DEFAULT_MAX_SEGMENT_LENGTH,
 ) -> Model[List[Doc], List[Floats3d]]:
     """The ELMo biLM: one ``(L+1, n_tokens, 2P)`` array per doc.
 

@@ -419,3 +419,15 @@ def test_an_existing_output_is_not_replaced_without_overwrite(files, monkeypatch
     data, _ = read_output(out)
     assert len(data) == len(LINES)
     assert run_embed(options, weights, text, out).exit_code == 1  # a finished run is not redone either
+
+
+def test_embed_windows_lines_as_the_component_does_by_default():
+    # The CLI may not import the layers (its --help stays free of torch), so the default is
+    # written twice; this keeps the two equal.
+    import inspect
+
+    from spacy_elmo.layers.bilm_model import DEFAULT_MAX_SEGMENT_LENGTH
+
+    option = inspect.signature(embed_module.embed_command).parameters["max_length"].default
+    assert option.default == DEFAULT_MAX_SEGMENT_LENGTH
+    assert inspect.signature(embed_module.embed_file).parameters["max_length"].default == DEFAULT_MAX_SEGMENT_LENGTH

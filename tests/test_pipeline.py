@@ -7,6 +7,7 @@ from spacy.tokens import Doc
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoError
 from spacy_elmo.errors import ElmoNoWeightsError
+from spacy_elmo.layers.bilm_model import DEFAULT_MAX_SEGMENT_LENGTH
 
 from .conftest import make_nlp, tiny_bilm
 
@@ -461,7 +462,10 @@ def test_load_time_settings_apply_over_the_saved_ones(tmp_path, weight_files):
     assert elmo.cfg["store"] == "mix"
     assert get_bilm(elmo.model) is not None
     unchanged = spacy.load(tmp_path / "pipeline").get_pipe("elmo")
-    assert unchanged.model.attrs["max_segment_length"] == 256 and unchanged.cfg["precision"] == "fp32"
+    assert (
+        unchanged.model.attrs["max_segment_length"] == DEFAULT_MAX_SEGMENT_LENGTH
+        and unchanged.cfg["precision"] == "fp32"
+    )
 
 
 def _nan_in_an_array(msg, bilm_msg):

@@ -263,13 +263,12 @@ def run_settings(source: Dict, spacy_tokenizer: Optional[str], precision: str) -
 
 def weight_source(options_file: Optional[Path], weight_file: Optional[Path], bilm_dir: Optional[Path]) -> Dict:
     """What to load: the files, the directory, or (none given) the bundled biLM."""
-    if (options_file is None) != (weight_file is None):
-        raise EmbedInputError("--options-file and --weight-file go together: give both (or --bilm-dir)")
-    if bilm_dir is not None and options_file is not None:
-        raise EmbedInputError("give either --bilm-dir or --options-file/--weight-file, not both")
-    if options_file is None and bilm_dir is None:
-        from ..loaders import default_bilm_dir
+    from ..loaders import check_weight_pairing, default_bilm_dir  # brings torch: only when a command runs
 
+    check_weight_pairing(
+        options_file, weight_file, bilm_dir, spelling=("--options-file", "--weight-file", "--bilm-dir")
+    )
+    if options_file is None and bilm_dir is None:
         bilm_dir = default_bilm_dir()
         if bilm_dir is None:
             raise EmbedInputError("this install has no bundled biLM: give --options-file/--weight-file or --bilm-dir")

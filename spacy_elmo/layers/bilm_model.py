@@ -33,7 +33,14 @@ BilmModel = Model[List[Doc], List[Floats3d]]
 _deserialize_bilm = deserialize_bilm
 
 
-def build_bilm_model(options: Optional[ElmoOptions], max_segment_length: int = 256, cache_mb: float = 0.0) -> BilmModel:
+# Tokens the biLM sees at once: a longer sentence (or a doc without sentences) runs in
+# overlapping windows of this many (bilm/windows.py). `embed --max-length` has the same default.
+DEFAULT_MAX_SEGMENT_LENGTH = 256
+
+
+def build_bilm_model(
+    options: Optional[ElmoOptions], max_segment_length: int = DEFAULT_MAX_SEGMENT_LENGTH, cache_mb: float = 0.0
+) -> BilmModel:
     """``options=None`` defers the sizes until weights are set."""
     problem = _max_segment_length_problem(max_segment_length)
     if problem:

@@ -21,6 +21,7 @@ from thinc.types import Floats3d
 
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
 from ..layers.bilm_model import (
+    DEFAULT_MAX_SEGMENT_LENGTH,
     adopt_loaded_bilm,
     check_loaded_attrs,
     forget_bilm,
@@ -47,10 +48,10 @@ from .extensions import install_extensions
 from .saved import check_saved_component
 
 DEFAULT_ELMO_MODEL = Config().from_str(
-    """
+    f"""
 [model]
 @architectures = "spacy-elmo.ElmoBiLM.v1"
-max_segment_length = 256
+max_segment_length = {DEFAULT_MAX_SEGMENT_LENGTH}
 """
 )["model"]
 
