@@ -345,8 +345,8 @@ def embed_sentences(
     max_chars: int,
     run: Callable[[numpy.ndarray, numpy.ndarray], Any],
 ) -> List[Any]:
-    """The one path from token lists to per-sentence layer arrays (``embed_batch``,
-    the spaCy component and ``embed`` all come here).
+    """Per-sentence layer arrays from token lists, all at once (``embed_batch``);
+    ``iter_embedded`` streams the same, one batch at a time.
 
     ``groups`` are the batches (sentence indices); ``run(char_ids, lengths)`` maps
     a batch to its ``(L+1, B, T, 2P)`` layers (numpy, or cupy through thinc).
