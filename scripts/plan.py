@@ -91,20 +91,7 @@ def main(
     if max_steps is not None:
         overrides["training.max_steps"] = max_steps
     training = load_config(pretrain_config, overrides)["training"]
-    n_seeds = len([s for s in seeds.split(",") if s.strip()])
-    rows = [
-        ("fetch and prepare the data", data_minutes, "measured, rounded up"),
-        pretrain_row(training, tokens_per_sec),
-    ]
-    # Planned in whole minutes per seed; the basis shows the measurement.
-    rows += [
-        (f"{name}, {n_seeds} seed(s)", round(minutes) * n_seeds, basis(task_minutes, name, minutes, "min/seed"))
-        for name, minutes in parse_minutes(task_minutes).items()
-    ]
-    rows += [
-        (name, minutes, basis(other_minutes, name, minutes, "min"))
-        for name, minutes in parse_minutes(other_minutes, "--other-minutes").items()
-    ]
+    rows = rows_in_all(training, tokens_per_sec, data_minutes, seeds, task_minutes, other_minutes)
     total = sum(minutes for _, minutes, _ in rows)
     lines = [f"# Expected duration of `spacy project run all` on {machine}", "", *table_lines(rows)]
     lines += [
@@ -112,13 +99,9 @@ def main(
         "",
         "Every step resumes where it stopped: re-run `spacy project run all` after an interruption.",
     ]
-    optional = [
-        (name, minutes, basis(optional_minutes, name, minutes, "min"))
-        for name, minutes in parse_minutes(optional_minutes, "--optional-minutes").items()
-    ]
-    if adapt_config is not None:
-        batch_size = load_config(adapt_config, overrides)["training"]["batch_size"]
-        optional.append(adapt_row(batch_size, tokens_per_sec, adapt_tasks, adapt_head_steps, adapt_steps))
+    optional = optional_rows(
+        optional_minutes, adapt_config, overrides, tokens_per_sec, adapt_tasks, adapt_head_steps, adapt_steps
+    )
     if optional:
         lines += ["", "Not in `all` (run on purpose: `spacy project run STEP`):", "", *table_lines(optional)]
     text = "\n".join(lines) + "\n"
@@ -153,6 +136,50 @@ def adapt_row(batch_size: int, tokens_per_sec: float, tasks: int, head_steps: in
         tasks * (head_only + steps) * batch_size / tokens_per_sec / 60,
         "from the measured pretraining speed (head-only steps cost less: an upper bound)",
     )
+
+
+def step_rows(text: str, option: str) -> List[Row]:
+    """A row for each STEP=MINUTES of ``text`` (the value of ``option``): steps run once."""
+    return [(name, minutes, basis(text, name, minutes, "min")) for name, minutes in parse_minutes(text, option).items()]
+
+
+def rows_in_all(
+    training: Dict[str, Any],
+    tokens_per_sec: float,
+    data_minutes: float,
+    seeds: str,
+    task_minutes: str,
+    other_minutes: str,
+) -> List[Row]:
+    """The rows of the steps `all` runs: the data, pretraining, each task run per seed, the other steps."""
+    n_seeds = len([s for s in seeds.split(",") if s.strip()])
+    rows = [
+        ("fetch and prepare the data", data_minutes, "measured, rounded up"),
+        pretrain_row(training, tokens_per_sec),
+    ]
+    # Planned in whole minutes per seed; the basis shows the measurement.
+    rows += [
+        (f"{name}, {n_seeds} seed(s)", round(minutes) * n_seeds, basis(task_minutes, name, minutes, "min/seed"))
+        for name, minutes in parse_minutes(task_minutes).items()
+    ]
+    return rows + step_rows(other_minutes, "--other-minutes")
+
+
+def optional_rows(
+    optional_minutes: str,
+    adapt_config: Optional[Path],
+    overrides: Dict[str, Any],
+    tokens_per_sec: float,
+    adapt_tasks: int,
+    adapt_head_steps: int,
+    adapt_steps: int,
+) -> List[Row]:
+    """The rows of the steps outside `all`: the --optional-minutes ones, then adapt-bilm if it has a config."""
+    optional = step_rows(optional_minutes, "--optional-minutes")
+    if adapt_config is not None:
+        batch_size = load_config(adapt_config, overrides)["training"]["batch_size"]
+        optional.append(adapt_row(batch_size, tokens_per_sec, adapt_tasks, adapt_head_steps, adapt_steps))
+    return optional
 
 
 if __name__ == "__main__":

@@ -468,6 +468,37 @@ def build(
     }
 
 
+def resolve_sources(sources: str, inputs: List[str], option_paths: Dict[str, Path]) -> Dict[str, Path]:
+    """The path of each source named in --sources, in reading order.
+
+    option_paths holds the original sources' own options (--news, ...); the other sources are at
+    assets/NAME unless an --input NAME=PATH says otherwise. Exits with code 2 on a malformed
+    --input or --sources, and with code 1 when a named source is not there.
+    """
+    paths = dict(option_paths)
+    paths.update({name: Path("assets") / name for name in SOURCES if name not in ORIGINAL_SOURCES})
+    for item in inputs:
+        name, sep, path = item.partition("=")
+        if not sep or name not in SOURCES:
+            typer.echo(f"error: --input {item!r}: expected NAME=PATH with NAME one of {', '.join(SOURCES)}", err=True)
+            raise typer.Exit(code=2)
+        paths[name] = Path(path)
+    names = [name.strip() for name in sources.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SOURCES]
+    if unknown or not names:
+        typer.echo(f"error: unknown or no sources {unknown}; choose from {', '.join(SOURCES)}", err=True)
+        raise typer.Exit(code=2)
+    missing = [
+        f"--{name.replace('_', '-')} {paths[name]}" if name in ORIGINAL_SOURCES else f"--input {name}={paths[name]}"
+        for name in names
+        if not paths[name].exists()
+    ]
+    if missing:
+        typer.echo(f"error: source not found: {'; '.join(missing)}", err=True)
+        raise typer.Exit(code=1)
+    return {name: paths[name] for name in names}
+
+
 def main(
     # fmt: off
     output_dir: Path = typer.Argument(..., file_okay=False, help="Writes train.txt, dev.txt, report.json"),
@@ -500,7 +531,7 @@ def main(
     # fmt: on
 ) -> None:
     """Build the deduplicated pretraining text with the evaluation sentences removed."""
-    paths = {
+    option_paths = {
         "news": news,
         "sotu": sotu,
         "nlp_corpus": nlp_corpus,
@@ -508,30 +539,9 @@ def main(
         "moby_dick": moby_dick,
         "conll_train": conll_train,
     }
-    paths.update({name: Path("assets") / name for name in SOURCES if name not in ORIGINAL_SOURCES})
-    for item in inputs:
-        name, sep, path = item.partition("=")
-        if not sep or name not in SOURCES:
-            typer.echo(f"error: --input {item!r}: expected NAME=PATH with NAME one of {', '.join(SOURCES)}", err=True)
-            raise typer.Exit(code=2)
-        paths[name] = Path(path)
-    names = [name.strip() for name in sources.split(",") if name.strip()]
-    unknown = [name for name in names if name not in SOURCES]
-    if unknown or not names:
-        typer.echo(f"error: unknown or no sources {unknown}; choose from {', '.join(SOURCES)}", err=True)
-        raise typer.Exit(code=2)
-    missing = [
-        f"--{name.replace('_', '-')} {paths[name]}" if name in ORIGINAL_SOURCES else f"--input {name}={paths[name]}"
-        for name in names
-        if not paths[name].exists()
-    ]
-    if missing:
-        typer.echo(f"error: source not found: {'; '.join(missing)}", err=True)
-        raise typer.Exit(code=1)
+    source_paths = resolve_sources(sources, inputs, option_paths)
     try:
-        report = build(
-            {name: paths[name] for name in names}, output_dir, exclude, max_words_per_source, dev_fraction, seed
-        )
+        report = build(source_paths, output_dir, exclude, max_words_per_source, dev_fraction, seed)
     except ProjectDataError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)

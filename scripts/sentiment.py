@@ -142,6 +142,39 @@ def write_variant(
     return {name: counts[name] for name in label_set}
 
 
+def build_manifest(
+    snippets_file: Path,
+    sha256: str,
+    seed: int,
+    max_per_split: int,
+    snippets: List[Snippet],
+    labels: List[str],
+    splits: Dict[str, List[int]],
+) -> Dict[str, Any]:
+    """manifest.json's settings and counts; its "variants" (each split's class counts) are the caller's to fill."""
+    split_of_text = defaultdict(set)
+    for split, indices in splits.items():
+        for i in indices:
+            split_of_text[snippets[i].text].add(split)
+    return {
+        "source": str(snippets_file),
+        "sha256": sha256,
+        "seed": seed,
+        "fractions": {
+            "train": TRAIN_FRACTION,
+            "dev": DEV_FRACTION,
+            "test": round(1 - TRAIN_FRACTION - DEV_FRACTION, 6),
+        },
+        "max_per_split": max_per_split,
+        "binning": "very_negative <= -2 < negative < -0.5 <= neutral <= 0.5 < positive < 2 <= very_positive; binary drops neutral",
+        "snippets": len(snippets),
+        "classes": {label: labels.count(label) for label in FINE_LABELS},
+        # The same sentence text in two splits (the file repeats a few sentences).
+        "sentences_in_more_than_one_split": sum(len(found) > 1 for found in split_of_text.values()),
+        "variants": {},
+    }
+
+
 def main(
     # fmt: off
     snippets_file: Path = typer.Argument(..., exists=True, dir_okay=False, help="movieReviewSnippets_GroundTruth.txt"),
@@ -163,10 +196,6 @@ def main(
         raise typer.Exit(code=1)
     if max_per_split:
         splits = {split: indices[:max_per_split] for split, indices in splits.items()}
-    split_of_text = defaultdict(set)
-    for split, indices in splits.items():
-        for i in indices:
-            split_of_text[snippets[i].text].add(split)
     nlp = spacy.blank("en")
     kept = [i for indices in splits.values() for i in indices]
     texts = (snippets[i].text for i in kept)
@@ -175,23 +204,7 @@ def main(
         "fine": (FINE_LABELS, {label: label for label in FINE_LABELS}),
         "binary": (BINARY_LABELS, BINARY_OF),
     }
-    manifest: Dict[str, Any] = {
-        "source": str(snippets_file),
-        "sha256": sha256,
-        "seed": seed,
-        "fractions": {
-            "train": TRAIN_FRACTION,
-            "dev": DEV_FRACTION,
-            "test": round(1 - TRAIN_FRACTION - DEV_FRACTION, 6),
-        },
-        "max_per_split": max_per_split,
-        "binning": "very_negative <= -2 < negative < -0.5 <= neutral <= 0.5 < positive < 2 <= very_positive; binary drops neutral",
-        "snippets": len(snippets),
-        "classes": {label: labels.count(label) for label in FINE_LABELS},
-        # The same sentence text in two splits (the file repeats a few sentences).
-        "sentences_in_more_than_one_split": sum(len(found) > 1 for found in split_of_text.values()),
-        "variants": {},
-    }
+    manifest = build_manifest(snippets_file, sha256, seed, max_per_split, snippets, labels, splits)
     for variant, (label_set, label_of) in variants.items():
         manifest["variants"][variant] = {
             split: write_variant(

@@ -185,15 +185,15 @@ def test_warm_start_from_a_bilm_alone_trains_a_fresh_head(tmp_path, text_files, 
 
 
 def test_the_warm_start_summary_says_what_the_head_starts_from(tmp_path):
-    assert warm_start_summary(WarmStart(tmp_path, softmax_kind="full"), "adaptive", 0, 40) == (
+    assert warm_start_summary(WarmStart(tmp_path, softmax_settings={"kind": "full"}), "adaptive", 0, 40) == (
         f"warm start from {tmp_path}: its biLM weights; its LM head is full and this run's is adaptive, "
         "so this run trains the LM head from scratch"
     )
-    assert warm_start_summary(WarmStart(tmp_path, softmax_kind="full"), "full", 32, 40) == (
+    assert warm_start_summary(WarmStart(tmp_path, softmax_settings={"kind": "full"}), "full", 32, 40) == (
         f"warm start from {tmp_path}: its biLM weights, and its LM head's rows for 32 of this run's 40 words "
         "(the other words' rows start fresh)"
     )
-    assert warm_start_summary(WarmStart(tmp_path, softmax_kind="full"), "full", 40, 40).endswith(
+    assert warm_start_summary(WarmStart(tmp_path, softmax_settings={"kind": "full"}), "full", 40, 40).endswith(
         "for 40 of this run's 40 words"
     )
 

@@ -21,7 +21,7 @@ carry random projections of the old ones until training makes them useful.
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import numpy
 import torch
@@ -42,8 +42,13 @@ class WarmStart:
 
     directory: Path
     vocab: Optional[Vocabulary] = None
-    softmax_kind: Optional[str] = None
+    # softmax.hdf5's settings ("kind" and the kind's own, e.g. "cutoffs"), read once here: the transfer needs them too.
+    softmax_settings: Optional[Dict[str, Any]] = None
     softmax_arrays: Optional[Dict[str, numpy.ndarray]] = None
+
+    @property
+    def softmax_kind(self) -> Optional[str]:
+        return None if self.softmax_settings is None else self.softmax_settings["kind"]
 
     @property
     def options_file(self) -> Path:
@@ -79,7 +84,7 @@ def read_init_dir(directory) -> WarmStart:
             f"paths.init_dir: {softmax_file} scores {rows} words but {vocab_file} lists {len(vocab)}; "
             "they come from different runs"
         )
-    return WarmStart(directory, vocab, settings["kind"], arrays)
+    return WarmStart(directory, vocab, settings, arrays)
 
 
 def warm_start_summary(warm: WarmStart, head_kind: str, kept: int, vocab_size: int) -> str:
@@ -191,8 +196,8 @@ def transfer_head(head: torch.nn.Module, warm: WarmStart, vocab: Vocabulary) -> 
 
 
 def _transfer_adaptive(state, arrays, head, warm: WarmStart, old_ids: numpy.ndarray) -> int:
-    assert warm.vocab is not None  # transfer_head checked it
-    old_cutoffs = [int(c) for c in read_cutoffs(warm)]
+    assert warm.vocab is not None and warm.softmax_settings is not None  # transfer_head checked them
+    old_cutoffs = [int(c) for c in warm.softmax_settings["cutoffs"]]
     new_bounds = _cluster_bounds(head.cutoffs, head.vocab_size)
     old_bounds = _cluster_bounds(old_cutoffs, len(warm.vocab))
     kept = 0
@@ -217,10 +222,6 @@ def _transfer_adaptive(state, arrays, head, warm: WarmStart, old_ids: numpy.ndar
         short = new_bounds[1]
         state["softmax.head.weight"][short:] = arrays["softmax.head.weight"][old_bounds[1] :]
     return kept
-
-
-def read_cutoffs(warm: WarmStart) -> Sequence[int]:
-    return read_softmax_settings(warm.directory / SOFTMAX_NAME)["cutoffs"]
 
 
 def _widened_rows(name: str, fresh: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
