@@ -110,8 +110,8 @@ def make_elmo(
     store_dtype: "float32" or "float16"; token_mix: layer weights for
     token._.elmo (null: the average); cache_size_mb: memory for cached biLM
     outputs (0: no cache); precision: "fp32" (exact), "int8" (quantized
-    matmuls on CPU: faster, inference only; on the bundled biLM, max abs
-    difference from fp32 0.06-0.15 per layer, mean cosine 0.9994) or "bf16"
+    matmuls on CPU: faster, inference only, not exact: its measured deviation
+    is in docs/python.md and `embed --help`) or "bf16"
     (bfloat16 matmuls, inference only, where the CPU has native bf16: AVX512-BF16
     or AMX; refused elsewhere unless SPACY_ELMO_FORCE_BF16=1).
     """
