@@ -173,6 +173,23 @@ def test_grad_factor_fine_tunes_the_bilm(weight_files):
     numpy.testing.assert_allclose(doc._.elmo_layers, expected, atol=1e-5)
 
 
+def test_a_fine_tuned_bilm_is_what_the_saved_pipeline_carries(weight_files, tmp_path):
+    from spacy_elmo.bilm import ElmoBiLM
+
+    nlp = make_nlp(weight_files, ner_listener=listener(grad_factor=1.0))
+    train(nlp, steps=3)  # step 1 sends no input gradient (spaCy's zero-initialised output layer)
+    words = TEST_TEXTS[0].split()
+    tuned = nlp(TEST_TEXTS[0])._.elmo_layers
+    untouched = ElmoBiLM.from_files(*weight_files).embed_batch([words])[0]
+    assert not numpy.allclose(tuned, untouched, atol=1e-4)  # training moved the biLM
+    nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")  # not the options_file/weight_file it started from
+    numpy.testing.assert_allclose(loaded(TEST_TEXTS[0])._.elmo_layers, tuned, atol=1e-6)
+    from_bytes = make_nlp(weight_files, ner_listener=listener(grad_factor=1.0)).from_bytes(nlp.to_bytes())
+    numpy.testing.assert_allclose(from_bytes(TEST_TEXTS[0])._.elmo_layers, tuned, atol=1e-6)
+    assert_same_predictions(predictions(loaded), predictions(nlp))
+
+
 def test_listener_state_is_cleared_and_never_serialized(weight_files):
     nlp = make_nlp(weight_files)
     train(nlp, steps=1)

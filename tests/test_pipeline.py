@@ -461,6 +461,10 @@ def test_load_time_settings_apply_over_the_saved_ones(tmp_path, weight_files):
     assert elmo.model.attrs["precision"] == "int8" and elmo.cfg["precision"] == "int8"
     assert elmo.cfg["store"] == "mix"
     assert get_bilm(elmo.model) is not None
+    doc = loaded(TEXTS[0])  # the settings at work: the int8 mix, nothing else stored
+    fresh = make_nlp(weight_files, precision="int8", store="mix", cache_size_mb=0)(TEXTS[0])
+    assert doc._.elmo_layers is None and doc[0]._.elmo.shape == (16,)
+    numpy.testing.assert_allclose(doc[0]._.elmo, fresh[0]._.elmo, atol=1e-6)
     unchanged = spacy.load(tmp_path / "pipeline").get_pipe("elmo")
     assert (
         unchanged.model.attrs["max_segment_length"] == DEFAULT_MAX_SEGMENT_LENGTH
