@@ -82,7 +82,7 @@ def test_bf16_tiny_bilm_is_close_to_fp32_and_switching_back_is_exact(forced, tmp
     # up to 0.18), mean cosine >= 0.999993
     assert all(1e-5 < max_abs < 0.002 and cosine >= 0.999 for max_abs, cosine in deviation), deviation
     half.set_precision("fp32")
-    for w, g in zip(want, half.embed_batch(SENTENCES)):
+    for w, g in zip(want, half.embed_batch(SENTENCES), strict=True):
         numpy.testing.assert_allclose(g, w, atol=1e-6)
 
 
