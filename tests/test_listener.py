@@ -1,5 +1,7 @@
 """Training through the listener: round trips, frozen/fine-tuned biLM, replace_listeners."""
 
+import math
+
 import numpy
 import pytest
 import spacy
@@ -32,7 +34,7 @@ def listener(**settings):
     return {"@architectures": "spacy-elmo.ElmoListener.v1", **settings}
 
 
-def make_nlp(weight_files, ner_listener=None, textcat_listener=None, **elmo_config):
+def make_nlp(weight_files, ner_listener=None, textcat_listener=None, reduce_max=True, **elmo_config):
     fix_random_seed(0)
     nlp = spacy.blank("en")
     options, weights = weight_files
@@ -60,7 +62,7 @@ def make_nlp(weight_files, ner_listener=None, textcat_listener=None, **elmo_conf
                     "exclusive_classes": True,
                     "use_reduce_first": False,
                     "use_reduce_last": False,
-                    "use_reduce_max": True,
+                    "use_reduce_max": reduce_max,
                     "use_reduce_mean": True,
                     "tok2vec": textcat_listener,
                 }
@@ -155,6 +157,25 @@ def test_grad_factor_fine_tunes_the_bilm(weight_files):
     doc = nlp(TEST_TEXTS[0])
     expected = get_bilm(nlp.get_pipe("elmo").model).embed_batch([[t.text for t in doc]])[0]
     numpy.testing.assert_allclose(doc._.elmo_layers, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("grad_factor", [0.0, 1.0])
+def test_an_empty_doc_predicts_and_trains_beside_the_others(weight_files, grad_factor):
+    # Not reduce_max: thinc refuses it on a doc of no tokens in any spaCy textcat, ELMo or not.
+    nlp = make_nlp(
+        weight_files, ner_listener=listener(grad_factor=grad_factor), textcat_listener=listener(), reduce_max=False
+    )
+    optimizer, _ = train(nlp, steps=2)
+    empty, full = nlp.pipe(["", TEST_TEXTS[0]])
+    assert len(empty) == 0 and empty.ents == ()
+    assert set(empty.cats) == set(full.cats) == {"POS", "NEG"}
+    blank = Example.from_dict(nlp.make_doc(""), {"entities": [], "cats": {"POS": 1.0, "NEG": 0.0}})
+    mixed = nlp.update([blank, *examples(nlp)], sgd=optimizer)
+    alone = nlp.update([blank], sgd=optimizer)
+    for losses in (mixed, alone):
+        assert set(losses) == {"elmo", "ner", "textcat"}
+        assert all(isinstance(v, float) and math.isfinite(v) for v in losses.values()), losses
+    assert (mixed["elmo"] > 0) is (grad_factor > 0)  # the biLM's gradient flows only when it fine-tunes
 
 
 def test_listener_state_is_cleared_and_never_serialized(weight_files):
