@@ -99,3 +99,10 @@ def crash_embed_on_batch(monkeypatch, number: int):
 
     monkeypatch.setattr(ElmoBiLM, "embed_batch", crashing)
     return original
+
+
+def zip_equal(*sequences):
+    """zip that fails when the lengths differ (zip(strict=True) needs Python 3.10; setup.py allows 3.9)."""
+    lengths = [len(s) for s in sequences]
+    assert len(set(lengths)) == 1, f"lengths differ: {lengths}"
+    return zip(*sequences)

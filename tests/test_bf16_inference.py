@@ -16,7 +16,7 @@ from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, PackedLinear
 from spacy_elmo.cli import app
 from spacy_elmo.cli import embed as embed_module
 
-from .conftest import make_nlp, tiny_bilm
+from .conftest import make_nlp, tiny_bilm, zip_equal
 
 SENTENCES = [["The", "cat", "sat", "."], ["A", "dog", "sat", "on", "the", "cat", "."], ["cat"]]
 TEXT = "The cat sat on the mat ."
@@ -82,7 +82,7 @@ def test_bf16_tiny_bilm_is_close_to_fp32_and_switching_back_is_exact(forced, tmp
     # up to 0.18), mean cosine >= 0.999993
     assert all(1e-5 < max_abs < 0.002 and cosine >= 0.999 for max_abs, cosine in deviation), deviation
     half.set_precision("fp32")
-    for w, g in zip(want, half.embed_batch(SENTENCES)):
+    for w, g in zip_equal(want, half.embed_batch(SENTENCES)):
         numpy.testing.assert_allclose(g, w, atol=1e-6)
 
 

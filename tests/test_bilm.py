@@ -7,7 +7,7 @@ import torch
 from spacy_elmo.bilm import ElmoBiLM, batch_char_ids
 from spacy_elmo.bilm.lstm import ProjectedLstm
 
-from .conftest import tiny_bilm
+from .conftest import tiny_bilm, zip_equal
 from .naive_elmo import naive_sentence_layers
 
 SENTENCES = [
@@ -88,11 +88,11 @@ def test_stateless_vectors_do_not_depend_on_batch():
     together = model.embed_batch(SENTENCES)
     alone = [model.embed_batch([s])[0] for s in SENTENCES]
     reordered = model.embed_batch(SENTENCES[::-1])[::-1]
-    for a, b, c in zip(together, alone, reordered):
+    for a, b, c in zip_equal(together, alone, reordered):
         numpy.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
         numpy.testing.assert_allclose(a, c, atol=1e-5, rtol=0)
     # and calling again gives the same (no hidden state in stateless mode)
-    for a, b in zip(together, model.embed_batch(SENTENCES)):
+    for a, b in zip_equal(together, model.embed_batch(SENTENCES)):
         numpy.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
 
 
@@ -103,7 +103,7 @@ def test_stateless_batching_of_many_sentences(monkeypatch):
     monkeypatch.setattr(model_module, "MAX_BATCH_ROWS", 2)
     model = tiny_bilm(seed=5)
     outputs = model.embed_batch(SENTENCES)
-    for tokens, got in zip(SENTENCES, outputs):
+    for tokens, got in zip_equal(SENTENCES, outputs):
         numpy.testing.assert_allclose(got, _naive(model, tokens)[0], atol=2e-5, rtol=1e-4)
 
 

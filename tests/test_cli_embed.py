@@ -213,6 +213,8 @@ def test_without_weight_options_the_bundled_biLM_embeds(files):
         (["--layers", "middle"], "--layers must be one of"),
         (["--device", "gpu9"], "--device 'gpu9': not a torch device"),
         (["--options-file", "nowhere.json"], "--options-file and --weight-file go together"),
+        (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+        (["--max-length", "-1"], "--max-length must be >= 0 (0: no windows), got -1"),
     ],
 )
 def test_bad_options_fail_before_any_weights_load(files, monkeypatch, extra, message):
@@ -221,6 +223,30 @@ def test_bad_options_fail_before_any_weights_load(files, monkeypatch, extra, mes
     result = CliRunner().invoke(app, ["embed", str(text), str(tmp / "o.hdf5"), *extra])
     assert result.exit_code == 1 and message in result.output
     assert len(result.output.strip().splitlines()) == 1  # one line, no traceback
+
+
+def test_a_missing_input_file_is_one_line_error_and_writes_nothing(files, monkeypatch):
+    tmp, options, weights, _ = files
+    missing = tmp / "no-such-input.txt"
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    result = run_embed(options, weights, missing, tmp / "o.hdf5")
+    assert result.exit_code == 1 and f"error: input file not found: {missing}" in result.output
+    assert len(result.output.strip().splitlines()) == 1  # one line, no traceback
+    assert not list(tmp.glob("o.hdf5*"))
+
+
+@pytest.mark.parametrize("extra", [[], ["--stateful"]])
+def test_an_empty_input_file_gives_an_empty_index_and_no_datasets(files, extra):
+    tmp, options, weights, text = files
+    text.write_bytes(b"")
+    out = tmp / "empty.hdf5"
+    result = run_embed(options, weights, text, out, *extra)
+    assert result.exit_code == 0, result.output
+    assert f"wrote 0 sentences to {out}" in result.output
+    with h5py.File(out, "r") as f:
+        assert list(f) == ["sentence_to_index"]
+    assert read_output(out) == ({}, {})
+    assert not list(tmp.glob("empty.hdf5.*"))  # no partial/progress/state files left
 
 
 def test_very_long_lines_run_in_the_components_windows(files):

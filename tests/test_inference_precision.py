@@ -11,7 +11,7 @@ from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, PackedLinear
 from spacy_elmo.bilm.model import unique_types
 from spacy_elmo.bilm.type_cache import TypeCache
 
-from .conftest import make_nlp, tiny_bilm
+from .conftest import make_nlp, tiny_bilm, zip_equal
 
 SENTENCES = [["The", "cat", "sat", "."], ["A", "dog", "sat", "on", "the", "cat", "."], ["cat"]]
 
@@ -84,7 +84,7 @@ def test_type_cache_outputs_match_uncached_ones_and_follow_weight_changes():
     uncached = tiny_bilm(seed=7)
     uncached.set_type_cache_size(0)
     model.embed_batch(SENTENCES)
-    for got, expected in zip(model.embed_batch(SENTENCES[::-1]), uncached.embed_batch(SENTENCES[::-1])):
+    for got, expected in zip_equal(model.embed_batch(SENTENCES[::-1]), uncached.embed_batch(SENTENCES[::-1])):
         numpy.testing.assert_allclose(got, expected, atol=1e-6)
     assert model.type_cache.stats()["hit_rate"] > 0.4
     with torch.no_grad():
@@ -106,10 +106,10 @@ def test_int8_is_close_to_fp32_and_switching_back_is_exact(tmp_path):
     quantized = ElmoBiLM.from_dir(tmp_path, precision="int8")
     assert quantized.precision == "int8"
     want, got = exact.embed_batch(SENTENCES), quantized.embed_batch(SENTENCES)
-    worst = max(float(numpy.abs(w - g).max()) for w, g in zip(want, got))
+    worst = max(float(numpy.abs(w - g).max()) for w, g in zip_equal(want, got))
     assert 1e-5 < worst < 0.05
     quantized.set_precision("fp32")
-    for w, g in zip(want, quantized.embed_batch(SENTENCES)):
+    for w, g in zip_equal(want, quantized.embed_batch(SENTENCES)):
         numpy.testing.assert_allclose(g, w, atol=1e-6)
 
 

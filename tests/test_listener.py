@@ -1,5 +1,7 @@
 """Training through the listener: round trips, frozen/fine-tuned biLM, replace_listeners."""
 
+import math
+
 import numpy
 import pytest
 import spacy
@@ -10,7 +12,7 @@ from thinc.api import fix_random_seed
 from spacy_elmo.bilm import ElmoError
 from spacy_elmo.layers.bilm_model import get_bilm
 
-from .conftest import tiny_bilm
+from .conftest import tiny_bilm, zip_equal
 
 NER_DATA = [
     ("Alice lives in Paris .", [(0, 5, "PER"), (15, 20, "LOC")]),
@@ -32,7 +34,7 @@ def listener(**settings):
     return {"@architectures": "spacy-elmo.ElmoListener.v1", **settings}
 
 
-def make_nlp(weight_files, ner_listener=None, textcat_listener=None, **elmo_config):
+def make_nlp(weight_files, ner_listener=None, textcat_listener=None, reduce_max=True, **elmo_config):
     fix_random_seed(0)
     nlp = spacy.blank("en")
     options, weights = weight_files
@@ -60,7 +62,7 @@ def make_nlp(weight_files, ner_listener=None, textcat_listener=None, **elmo_conf
                     "exclusive_classes": True,
                     "use_reduce_first": False,
                     "use_reduce_last": False,
-                    "use_reduce_max": True,
+                    "use_reduce_max": reduce_max,
                     "use_reduce_mean": True,
                     "tok2vec": textcat_listener,
                 }
@@ -116,7 +118,7 @@ def assert_same_predictions(a, b):
             assert cats_a[key] == pytest.approx(cats_b[key], abs=1e-6)
     assert a[2].keys() == b[2].keys() and a[2]  # some component's encoder was compared
     for name in a[2]:
-        for x, y in zip(a[2][name], b[2][name], strict=True):
+        for x, y in zip_equal(a[2][name], b[2][name]):
             assert x.shape[0] > 0 and numpy.abs(x).max() > 0  # real vectors, not an empty or zero stand-in
             numpy.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)  # float32 sums in another order
 
@@ -188,6 +190,25 @@ def test_a_fine_tuned_bilm_is_what_the_saved_pipeline_carries(weight_files, tmp_
     from_bytes = make_nlp(weight_files, ner_listener=listener(grad_factor=1.0)).from_bytes(nlp.to_bytes())
     numpy.testing.assert_allclose(from_bytes(TEST_TEXTS[0])._.elmo_layers, tuned, atol=1e-6)
     assert_same_predictions(predictions(loaded), predictions(nlp))
+
+
+@pytest.mark.parametrize("grad_factor", [0.0, 1.0])
+def test_an_empty_doc_predicts_and_trains_beside_the_others(weight_files, grad_factor):
+    # Not reduce_max: thinc refuses it on a doc of no tokens in any spaCy textcat, ELMo or not.
+    nlp = make_nlp(
+        weight_files, ner_listener=listener(grad_factor=grad_factor), textcat_listener=listener(), reduce_max=False
+    )
+    optimizer, _ = train(nlp, steps=2)
+    empty, full = nlp.pipe(["", TEST_TEXTS[0]])
+    assert len(empty) == 0 and empty.ents == ()
+    assert set(empty.cats) == set(full.cats) == {"POS", "NEG"}
+    blank = Example.from_dict(nlp.make_doc(""), {"entities": [], "cats": {"POS": 1.0, "NEG": 0.0}})
+    mixed = nlp.update([blank, *examples(nlp)], sgd=optimizer)
+    alone = nlp.update([blank], sgd=optimizer)
+    for losses in (mixed, alone):
+        assert set(losses) == {"elmo", "ner", "textcat"}
+        assert all(isinstance(v, float) and math.isfinite(v) for v in losses.values()), losses
+    assert (mixed["elmo"] > 0) is (grad_factor > 0)  # the biLM's gradient flows only when it fine-tunes
 
 
 def test_listener_state_is_cleared_and_never_serialized(weight_files):

@@ -101,6 +101,18 @@ def test_empty_docs(weight_files):
     assert nlp("")._.elmo_layers.shape == (3, 0, 16)
 
 
+def test_empty_batches_and_an_empty_doc_stored_as_none(weight_files):
+    nlp = make_nlp(weight_files)
+    elmo = nlp.get_pipe("elmo")
+    assert list(nlp.pipe([])) == []
+    assert elmo.predict([]) == []
+    assert elmo.update([]) == {"elmo": 0.0}
+    lean = make_nlp(weight_files, store="none")
+    empty = lean("")
+    assert len(empty) == 0 and empty._.elmo_layers is None and empty[0:0]._.elmo is None
+    assert [doc._.elmo_layers for doc in lean.pipe(["", "Not empty."])] == [None, None]
+
+
 def test_long_doc_runs_in_overlapping_windows(weight_files, reference):
     from spacy_elmo.bilm.windows import strided_windows
 

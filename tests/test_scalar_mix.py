@@ -71,6 +71,20 @@ def test_gradients_match_finite_differences(layer_norm):
         assert dX[0][index] == pytest.approx(numeric, rel=2e-2, abs=2e-3)
 
 
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_no_docs_and_docs_of_no_tokens(layer_norm):
+    mix = build_scalar_mix(3, 6, layer_norm=layer_norm)
+    mix.initialize()
+    assert mix.predict([]) == []
+    assert [y.shape for y in mix.predict([layers(n=0)])] == [(0, 6)]
+    Y, backprop = mix([layers(n=0)], is_train=True)
+    assert [y.shape for y in Y] == [(0, 6)]
+    dX = backprop([numpy.zeros((0, 6), dtype="float32")])
+    assert [d.shape for d in dX] == [(3, 0, 6)]
+    assert mix.get_grad("s").shape == (3,) and mix.get_grad("gamma").shape == (1,)
+    assert not mix.get_grad("s").any() and not mix.get_grad("gamma").any()  # and no NaN
+
+
 def test_layer_norm_normalises_each_token():
     mix = build_scalar_mix(3, 6, layer_norm=True)
     mix.initialize()

@@ -35,9 +35,13 @@ if TYPE_CHECKING:
 
 def read_lines(path: Path) -> List[str]:
     """Lines of a UTF-8 file; a clear error names the first undecodable line."""
+    check_input_file(path)
+    return list(iter_utf8_lines(path, EmbedInputError))
+
+
+def check_input_file(path: Path) -> None:
     if not path.is_file():
         raise EmbedInputError(f"input file not found: {path}")
-    return list(iter_utf8_lines(path, EmbedInputError))
 
 
 def make_tokenizer(spacy_tokenizer: Optional[str]) -> Callable[[str], List[str]]:
@@ -207,7 +211,7 @@ def embed_command(
     Under torchrun, the processes share the work (see `embed`'s module docs)."""
     try:
         torch_device, share = check_command(
-            output_file, layers, batch_size, max_length, precision, device, stateful, overwrite
+            input_file, output_file, layers, batch_size, max_length, precision, device, stateful, overwrite
         )
         source = weight_source(options_file, weight_file, bilm_dir)
         n = embed_file(
@@ -230,6 +234,7 @@ def embed_command(
 
 
 def check_command(
+    input_file: Path,
     output_file: Path,
     layers: str,
     batch_size: int,
@@ -243,6 +248,7 @@ def check_command(
     process's ``(rank, world size)``."""
     from ..bilm.device import resolve_device
 
+    check_input_file(input_file)
     check_embed_options(layers, batch_size, max_length, precision)
     torch_device = resolve_device(device, precision)
     share = process_share()
