@@ -193,8 +193,20 @@ def test_bad_settings_are_refused(weight_files):
         nlp.add_pipe("elmo", config={"store": "some"})
     with pytest.raises(ElmoError, match="options_file and weight_file go together"):
         nlp.add_pipe("elmo", name="e2", config={"options_file": str(options)})
-    with pytest.raises(ElmoError, match="token_mix"):
-        nlp.add_pipe("elmo", name="e3", config={"token_mix": [-1, 2]})
+    for bad in ([-1, 2], [], [0, 0, 0]):
+        with pytest.raises(ElmoError, match="token_mix must be non-negative layer weights with a positive sum"):
+            nlp.add_pipe("elmo", name="e3", config={"token_mix": bad})
+    with pytest.raises(ElmoError, match="store_dtype must be one of"):
+        nlp.add_pipe("elmo", name="e4", config={"store_dtype": "int8"})
+    with pytest.raises(ElmoError, match="cache_size_mb must be >= 0, got -1"):
+        nlp.add_pipe("elmo", name="e5", config={"cache_size_mb": -1})
+    with pytest.raises(ElmoError, match="give either bilm_dir or options_file \\+ weight_file, not both"):
+        nlp.add_pipe(
+            "elmo",
+            name="e6",
+            config={"options_file": str(options), "weight_file": str(weights), "bilm_dir": str(options.parent)},
+        )
+    assert nlp.pipe_names == []  # nothing half-added
 
 
 def test_a_missing_or_wrong_weight_file_fails_at_add_pipe(tmp_path, weight_files):
