@@ -26,7 +26,6 @@ its metrics file and training directory are first moved to
 inputs were recorded cannot be checked and is kept, with a note saying so.
 """
 
-import json
 import subprocess
 import sys
 import time
@@ -37,7 +36,7 @@ import resume_training
 import typer
 from project_errors import ProjectDataError
 
-from spacy_elmo.io import atomic_path, file_sha256, read_json, read_jsonl
+from spacy_elmo.io import file_sha256, read_json, read_jsonl, write_json_atomic
 
 if TYPE_CHECKING:  # spaCy and torch load only when a pipeline is read
     from spacy_elmo.pipeline.elmo import ElmoComponent
@@ -139,8 +138,7 @@ def run_seed(
         "elmo_mix": elmo_mix(out_dir / "model-best"),
     }
     metrics_file.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(metrics_file) as tmp:
-        tmp.write_text(json.dumps(result, indent=2), encoding="utf8")
+    write_json_atomic(metrics_file, result, indent=2)
     return metrics_file
 
 

@@ -64,7 +64,7 @@ from typing import Any, Dict, List, Optional
 import typer
 from project_errors import ProjectDataError
 
-from spacy_elmo.io import atomic_path, read_json, read_jsonl, write_jsonl_atomic
+from spacy_elmo.io import read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 STATE_FILE = "resume.json"
 LOG_FILE = "log.jsonl"
@@ -96,8 +96,7 @@ def read_state(out_dir: Path) -> Dict[str, Any]:
 
 def write_state(out_dir: Path, state: Dict[str, Any]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out_dir / STATE_FILE) as tmp:
-        tmp.write_text(json.dumps(state, indent=2), encoding="utf8")
+    write_json_atomic(out_dir / STATE_FILE, state, indent=2)
 
 
 def best_record(records: List[Dict[str, Any]]) -> Dict[str, Any]:

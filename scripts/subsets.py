@@ -11,7 +11,6 @@ sha256 of TRAIN and, per subset, its document indices and sentence count),
 so the sample is written down and checked when it is made again.
 """
 
-import json
 import random
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
@@ -21,7 +20,7 @@ import typer
 from project_errors import ProjectDataError
 from spacy.tokens import Doc, DocBin
 
-from spacy_elmo.io import atomic_path, file_sha256, read_json
+from spacy_elmo.io import file_sha256, read_json, write_json_atomic
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -103,8 +102,7 @@ def main(
     for name, indices in subsets.items():
         DocBin(docs=[docs[i] for i in indices], store_user_data=True).to_disk(out_dir / f"{name}.spacy")
         typer.echo(f"{name}: {len(indices)} documents, {record['subsets'][name]['sentences']} sentences")
-    with atomic_path(listing) as tmp:
-        tmp.write_text(json.dumps(record, indent=1), encoding="utf8")
+    write_json_atomic(listing, record, indent=1)
 
 
 if __name__ == "__main__":

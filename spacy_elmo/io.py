@@ -6,7 +6,7 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Type, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Type, Union
 
 from .errors import ElmoError, ElmoFileNotFoundError
 
@@ -67,9 +67,8 @@ def is_disk_full(err: BaseException) -> bool:
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data), encoding="utf8")
+def write_json_atomic(path: Path, data: Any, indent: Optional[int] = None) -> None:
+    write_text_atomic(path, json.dumps(data, indent=indent))
 
 
 def iter_utf8_lines(path: Path, error: Type[Exception]) -> Iterator[str]:
@@ -135,8 +134,7 @@ def read_jsonl(path: Path) -> List[Dict[str, Any]]:
 
 def write_jsonl_atomic(path: Path, records: Iterable[Dict[str, Any]]) -> None:
     """Rewrite a JSONL file whole (a kill leaves the old file or the new one)."""
-    with atomic_path(path) as tmp:
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf8")
+    write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in records))
 
 
 def write_text_atomic(path: Union[str, Path], text: str) -> None:

@@ -28,7 +28,7 @@ from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
 from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.weights import write_weights
 from ..errors import PretrainConfigError, PretrainDataError
-from ..io import atomic_path, read_jsonl, write_jsonl_atomic
+from ..io import atomic_path, read_jsonl, write_jsonl_atomic, write_text_atomic
 
 CONFIG_NAME = "config.cfg"
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -87,8 +87,7 @@ def write_config(path: Path, config: Config) -> None:
     text = config.to_str()
     if path.is_file() and path.read_text(encoding="utf8") == text:
         return
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf8")
+    write_text_atomic(path, text)
 
 
 def read_saved_config(path: Path, checkpoint: Path) -> Config:
