@@ -10,6 +10,7 @@ from spacy_elmo.bilm import ElmoBiLM, ElmoError, batch_char_ids
 from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, PackedLinear
 from spacy_elmo.bilm.model import unique_types
 from spacy_elmo.bilm.type_cache import TypeCache
+from spacy_elmo.layers.bilm_model import get_bilm
 
 from .conftest import make_nlp, tiny_bilm, zip_equal
 
@@ -111,6 +112,25 @@ def test_int8_is_close_to_fp32_and_switching_back_is_exact(tmp_path):
     quantized.set_precision("fp32")
     for w, g in zip_equal(want, quantized.embed_batch(SENTENCES)):
         numpy.testing.assert_allclose(g, w, atol=1e-6)
+
+
+@pytest.mark.parametrize("precision,history_atol", [("fp32", 1e-6), ("int8", 0.005)])
+def test_what_ran_before_moves_a_sentences_vectors_only_within_int8s_batch_scales(
+    weight_files, precision, history_atol
+):
+    """int8 quantizes activations with one scale per call, so a type's cached vector depends on the
+    batch that first encoded it (docs/python.md, int8); fp32 has no such history. A cleared cache repeats."""
+    text = "The cat sat on the mat ."
+    fresh = make_nlp(weight_files, precision=precision)(text)._.elmo_layers
+    nlp = make_nlp(weight_files, precision=precision)
+    nlp("Cats sat on mats , and the dog barked at a cat !!! 1999 .")
+    history = float(numpy.abs(nlp(text)._.elmo_layers - fresh).max())
+    assert history < history_atol
+    if precision == "int8":
+        assert history > 1e-5  # the dependence docs/python.md describes is real, and this test would see it go
+    get_bilm(nlp.get_pipe("elmo").model).type_cache.clear()
+    nlp.get_pipe("elmo").model.attrs["cache"].clear()  # the output cache keeps the sentence as first computed
+    numpy.testing.assert_allclose(nlp(text)._.elmo_layers, fresh, atol=1e-6)
 
 
 def test_int8_inference_ignores_gradients_mode_for_training():

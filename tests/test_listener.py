@@ -11,6 +11,8 @@ from thinc.api import fix_random_seed
 
 from spacy_elmo.bilm import ElmoError
 from spacy_elmo.layers.bilm_model import get_bilm
+from spacy_elmo.layers.listener import batch_id, build_listener, learned_mix, receive
+from spacy_elmo.layers.scalar_mix import build_scalar_mix
 
 from .conftest import tiny_bilm, zip_equal
 
@@ -123,14 +125,21 @@ def assert_same_predictions(a, b):
             numpy.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)  # float32 sums in another order
 
 
-def test_train_two_steps_then_round_trip_bytes_and_disk(weight_files, tmp_path):
-    nlp = make_nlp(weight_files, textcat_listener=listener(layer_norm=True))
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_train_two_steps_then_round_trip_bytes_and_disk(weight_files, tmp_path, precision):
+    """int8 too: a frozen biLM trains its listeners at inference precision, and its int8 copies must
+    come back from bytes and disk and give the same numbers."""
+    nlp = make_nlp(weight_files, textcat_listener=listener(layer_norm=True), precision=precision)
     train(nlp, steps=2)
+    # int8 vectors depend on the batch that first encoded each type (docs/python.md, int8): start
+    # from the empty type cache a loaded pipeline has, so the comparison is exact.
+    get_bilm(nlp.get_pipe("elmo").model).type_cache.clear()
     before = predictions(nlp)
     assert len({round(cats["POS"], 6) for cats in before[1]}) > 1  # the textcat tells the texts apart
     nlp.to_disk(tmp_path / "pipeline")
     assert_same_predictions(predictions(spacy.load(tmp_path / "pipeline")), before)
-    from_bytes = make_nlp(weight_files, textcat_listener=listener(layer_norm=True))
+    assert spacy.load(tmp_path / "pipeline").get_pipe("elmo").cfg["precision"] == precision
+    from_bytes = make_nlp(weight_files, textcat_listener=listener(layer_norm=True), precision=precision)
     from_bytes.get_pipe("textcat").add_label("POS")
     from_bytes.get_pipe("textcat").add_label("NEG")
     from_bytes.from_bytes(nlp.to_bytes())
@@ -303,8 +312,6 @@ def test_replace_listeners(weight_files, tmp_path, concat, path):
     assert replaced_cfg["bilm"]["@architectures"] == "spacy-elmo.ElmoBiLM.v1" and replaced_cfg["dropout"] == 0.1
     assert_same_predictions(predictions(nlp), before)
     standalone = [n for n in nlp.get_pipe("ner").model.walk() if n.name == "elmo_standalone"][0]
-    from spacy_elmo.layers.listener import learned_mix
-
     assert learned_mix(standalone) == mix_before
     nlp.remove_pipe("elmo")  # ner owns its biLM now
     assert_same_predictions(predictions(nlp), before)
@@ -325,6 +332,41 @@ def test_listener_width_conflict_is_explained(weight_files):
     nlp = make_nlp(weight_files, ner_listener=listener(width=32))
     with pytest.raises(ElmoError, match="listener was configured for width 32, but the biLM gives 16"):
         nlp.initialize(lambda: examples(nlp))
+
+
+def test_a_listener_fed_another_batch_than_the_producers_refuses_it(weight_files):
+    nlp = make_nlp(weight_files)
+    nlp.initialize(lambda: examples(nlp))
+    ner_listener = nlp.get_pipe("elmo").listeners[0]
+    sent, other = [nlp.make_doc(text) for text in TEST_TEXTS[:2]], [nlp.make_doc(TEST_TEXTS[2])]
+    layers = [numpy.zeros((3, len(doc), 16), dtype="float32") for doc in sent]
+    receive(ner_listener, batch_id(sent), layers, lambda d_layers: None)
+    with pytest.raises(ElmoError, match="got a different batch than the one the elmo component sent"):
+        ner_listener(other, is_train=True)
+    mixed, _ = ner_listener(sent, is_train=True)  # the batch it was sent goes through
+    assert [m.shape for m in mixed] == [(len(doc), 16) for doc in sent]
+
+
+def test_a_listener_that_cannot_know_its_width_says_where_to_get_it():
+    nlp = spacy.blank("en")
+    nlp.add_pipe(
+        "ner",
+        config={
+            "model": {
+                "@architectures": "spacy.TransitionBasedParser.v2",
+                "state_type": "ner",
+                "hidden_width": 16,
+                "tok2vec": listener(),
+            }
+        },
+    )
+    with pytest.raises(ElmoError, match="does not know the biLM's size: put the 'elmo' component"):
+        nlp.initialize(lambda: examples(nlp))
+
+
+def test_an_uninitialized_mix_has_no_learned_weights_to_report():
+    with pytest.raises(ElmoError, match="this ELMo scalar mix is not initialized yet"):
+        learned_mix(build_listener(build_scalar_mix(3, 6)))
 
 
 def test_a_listener_without_its_producer_warns_once_naming_the_component(weight_files, tmp_path):

@@ -162,3 +162,8 @@ def test_bad_settings_and_shapes():
     mix.initialize()
     with pytest.raises(ElmoError, match="expects 3 layers, got an input with 2"):
         mix.predict([layers(n_layers=2)])
+    with pytest.raises(ElmoError, match="expects vectors of width 6, got an input of width 4"):
+        mix.predict([layers(width=4)])
+    unsized = build_scalar_mix()
+    with pytest.raises(ElmoError, match="does not know how many layers the biLM has"):
+        unsized.initialize()

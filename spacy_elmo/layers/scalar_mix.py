@@ -73,7 +73,7 @@ def mix_weights(model: MixModel, keep: Optional[Floats1d] = None) -> Floats1d:
 
 def mix_forward(model: MixModel, Xs: List[Floats3d], is_train: bool) -> Tuple[List[Floats2d], Callable]:
     ops, xp = model.ops, model.ops.xp
-    n_layers = model.get_dim("nL")
+    n_layers, width = model.get_dim("nL"), model.maybe_get_dim("nO")
     keep = None
     if is_train and model.attrs["layer_dropout"] > 0:
         keep = ops.asarray1f(ops.xp.random.uniform(size=n_layers) >= model.attrs["layer_dropout"])
@@ -87,6 +87,8 @@ def mix_forward(model: MixModel, Xs: List[Floats3d], is_train: bool) -> Tuple[Li
     for X in Xs:
         if X.shape[0] != n_layers:
             raise ElmoError(f"the ELMo scalar mix expects {n_layers} layers, got an input with {X.shape[0]}")
+        if width is not None and X.shape[2] != width:
+            raise ElmoError(f"the ELMo scalar mix expects vectors of width {width}, got an input of width {X.shape[2]}")
         X = ops.asarray3f(X)  # float32 (stored layers may be float16)
         if layer_norm:
             X, inv_std = _layer_norm(xp, X)
