@@ -52,6 +52,7 @@ setup(
             "spacy-elmo.ElmoTok2Vec.v1 = spacy_elmo.architectures:build_elmo_tok2vec_v1",
             "spacy-elmo.ElmoTok2Vec.v2 = spacy_elmo.architectures:build_elmo_tok2vec_v2",
             "spacy-elmo.ElmoOnlyTok2Vec.v1 = spacy_elmo.architectures:build_elmo_only_tok2vec_v1",
+            "spacy-elmo.TextCatReduce.v1 = spacy_elmo.architectures:build_textcat_reduce_v1",
         ],
         "spacy_loggers": [
             "spacy-elmo.TrainingLog.v1 = spacy_elmo.training_log:training_log_v1",

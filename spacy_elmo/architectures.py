@@ -3,6 +3,7 @@ layers themselves live in ``spacy_elmo.layers``."""
 
 from typing import Any, Dict, List, Optional
 
+from spacy.ml.models.textcat import build_reduce_text_classifier
 from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import Maxout, Model, chain, concatenate, with_array
@@ -12,12 +13,15 @@ from .bilm import ElmoOptions
 from .errors import ElmoError
 from .layers.bilm_model import DEFAULT_MAX_SEGMENT_LENGTH, build_bilm_model
 from .layers.listener import build_listener, build_standalone, replace_listener
+from .layers.pooling import zeros_for_empty
 from .layers.scalar_mix import build_scalar_mix
 from .listener_config import replace_listener_cfg
 
 # ElmoOptions is the one schema: the sizes a config gives (all or none) and the defaults of the rest.
 _SIZES = ElmoOptions.size_names()
 _DEFAULT: Dict[str, Any] = {f.name: f.default for f in ElmoOptions.option_fields()}
+# thinc's reductions that refuse a sequence of no tokens (reduce_mean gives zeros).
+_REFUSE_EMPTY = ("reduce_first", "reduce_last", "reduce_max")
 
 
 @registry.architectures("spacy-elmo.ElmoBiLM.v1")
@@ -176,6 +180,28 @@ def build_elmo_only_tok2vec_v1(
     model.set_dim("nO", width)
     model.set_ref("elmo", elmo)
     model.set_ref("encode", encode)
+    return model
+
+
+@registry.architectures("spacy-elmo.TextCatReduce.v1")
+def build_textcat_reduce_v1(
+    tok2vec: Model[List[Doc], List[Floats2d]],
+    exclusive_classes: bool,
+    use_reduce_first: bool,
+    use_reduce_last: bool,
+    use_reduce_max: bool,
+    use_reduce_mean: bool,
+    nO: Optional[int] = None,
+) -> Model[List[Doc], Floats2d]:
+    """spaCy's ``spacy.TextCatReduce.v1`` (the same arguments, layers and results),
+    except that a doc of no tokens pools to zeros under every reduction, so a
+    batch may mix empty texts with others (spaCy's refuses one under first, last
+    or max pooling)."""
+    model = build_reduce_text_classifier(
+        tok2vec, exclusive_classes, use_reduce_first, use_reduce_last, use_reduce_max, use_reduce_mean, nO
+    )
+    for node in list(model.walk()):
+        node.layers[:] = [zeros_for_empty(layer) if layer.name in _REFUSE_EMPTY else layer for layer in node.layers]
     return model
 
 
