@@ -225,12 +225,17 @@ def test_bad_options_fail_before_any_weights_load(files, monkeypatch, extra, mes
     assert len(result.output.strip().splitlines()) == 1  # one line, no traceback
 
 
-def test_a_missing_input_file_is_one_line_error_and_writes_nothing(files, monkeypatch):
+@pytest.mark.parametrize(
+    "name,message", [("no-such-input.txt", "input file not found: {}"), ("a-dir", "the input {} is a directory")]
+)
+def test_a_missing_input_file_is_one_line_error_and_writes_nothing(files, monkeypatch, name, message):
     tmp, options, weights, _ = files
-    missing = tmp / "no-such-input.txt"
+    missing = tmp / name
+    if name == "a-dir":
+        missing.mkdir()
     monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
     result = run_embed(options, weights, missing, tmp / "o.hdf5")
-    assert result.exit_code == 1 and f"error: input file not found: {missing}" in result.output
+    assert result.exit_code == 1 and "error: " + message.format(missing) in result.output
     assert len(result.output.strip().splitlines()) == 1  # one line, no traceback
     assert not list(tmp.glob("o.hdf5*"))
 

@@ -542,7 +542,7 @@ def test_cli_overrides_and_error_exit(tmp_path, text_files):
         text=True,
     )
     assert bad.returncode == 1
-    assert "error: pretraining input not found" in bad.stderr and "Traceback" not in bad.stderr
+    assert "error: input text not found" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_ddp_with_two_cpu_processes(tmp_path, text_files):

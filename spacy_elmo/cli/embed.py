@@ -40,6 +40,8 @@ def read_lines(path: Path) -> List[str]:
 
 
 def check_input_file(path: Path) -> None:
+    if path.is_dir():
+        raise EmbedInputError(f"the input {path} is a directory: give a text file, one sentence per line")
     if not path.is_file():
         raise EmbedInputError(f"input file not found: {path}")
 

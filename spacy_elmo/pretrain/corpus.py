@@ -38,7 +38,7 @@ def input_files(path: Union[str, Path]) -> List[Path]:
         if not files:
             raise PretrainDataError(f"{path}: the directory holds no files")
         return files
-    raise PretrainDataError(f"pretraining input not found: {path}")
+    raise PretrainDataError(f"input text not found: {path}")
 
 
 def inputs_sha256(path: Union[str, Path]) -> str:
