@@ -41,20 +41,7 @@ def make_nlp(weight_files, ner_listener=None, textcat_listener=None, **elmo_conf
     nlp = spacy.blank("en")
     options, weights = weight_files
     nlp.add_pipe("elmo", config={"options_file": options, "weight_file": weights, **elmo_config})
-    nlp.add_pipe(
-        "ner",
-        config={
-            "model": {
-                "@architectures": "spacy.TransitionBasedParser.v2",
-                "state_type": "ner",
-                "extra_state_tokens": False,
-                "hidden_width": 16,
-                "maxout_pieces": 2,
-                "use_upper": True,
-                "tok2vec": ner_listener or listener(),
-            }
-        },
-    )
+    add_ner(nlp, ner_listener or listener())
     if textcat_listener is not None:
         nlp.add_pipe(
             "textcat",
@@ -71,6 +58,23 @@ def make_nlp(weight_files, ner_listener=None, textcat_listener=None, **elmo_conf
             },
         )
     return nlp
+
+
+def add_ner(nlp, tok2vec):
+    nlp.add_pipe(
+        "ner",
+        config={
+            "model": {
+                "@architectures": "spacy.TransitionBasedParser.v2",
+                "state_type": "ner",
+                "extra_state_tokens": False,
+                "hidden_width": 16,
+                "maxout_pieces": 2,
+                "use_upper": True,
+                "tok2vec": tok2vec,
+            }
+        },
+    )
 
 
 def examples(nlp):
@@ -347,17 +351,7 @@ def test_a_listener_fed_another_batch_than_the_producers_refuses_it(weight_files
 
 def test_a_listener_that_cannot_know_its_width_says_where_to_get_it():
     nlp = spacy.blank("en")
-    nlp.add_pipe(
-        "ner",
-        config={
-            "model": {
-                "@architectures": "spacy.TransitionBasedParser.v2",
-                "state_type": "ner",
-                "hidden_width": 16,
-                "tok2vec": listener(),
-            }
-        },
-    )
+    add_ner(nlp, listener())  # no elmo component before it
     with pytest.raises(ElmoError, match="does not know the biLM's size: put the 'elmo' component"):
         nlp.initialize(lambda: examples(nlp))
 
