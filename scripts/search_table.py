@@ -24,6 +24,7 @@ SEARCH_PREFIX = "search_"
 # The candidate part of a run name -> what the task model is (configs/search/ says more).
 CANDIDATES = {
     "efficiency": "today's efficiency tok2vec (width 96, depth 4), today's head",
+    "efficiency_both": "today's efficiency tok2vec, ELMo at its input and output",
     "acc": "spaCy's accuracy-preset tok2vec (width 256, depth 8)",
     "acc_both": "accuracy-preset tok2vec, ELMo at its input and output",
     "bilstm": "biLSTM encoder (2 layers, 200 per direction)",

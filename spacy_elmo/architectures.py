@@ -1,7 +1,7 @@
 """Registered model builders (the names configs use). Builders only: the
 layers themselves live in ``spacy_elmo.layers``."""
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from spacy.ml.models.textcat import build_reduce_text_classifier
 from spacy.tokens import Doc
@@ -117,7 +117,9 @@ def build_elmo_concat_v1(
     """The paper's output-side variant ``[h_k; ELMo_k]``: the ELMo mix next to the
     *output* of a whole tok2vec (embedding + encoder), so the encoder never sees
     ELMo; only the component's own layers do."""
-    return concatenate(elmo, tok2vec)
+    model = concatenate(elmo, tok2vec)
+    model.init = _init_without_labels(model.init)
+    return model
 
 
 @registry.architectures("spacy-elmo.ElmoTok2Vec.v1")
@@ -203,6 +205,18 @@ def build_textcat_reduce_v1(
     for node in list(model.walk()):
         node.layers[:] = [zeros_for_empty(layer) if layer.name in _REFUSE_EMPTY else layer for layer in node.layers]
     return model
+
+
+def _init_without_labels(init: Callable) -> Callable:
+    """A token layer's init that never sees the task's labels. thinc hands ``Y`` to a layer
+    whose output width is unknown (a concatenation with a listener, until it is initialized),
+    and a concatenation hands it on to every layer below, where e.g. StaticVectors would take
+    the number of labels for its width."""
+
+    def init_without_labels(model: Model, X: Optional[Any] = None, Y: Optional[Any] = None) -> None:
+        init(model, X=X, Y=None)
+
+    return init_without_labels
 
 
 def _mix_down(width: int) -> Model[List[Floats2d], List[Floats2d]]:

@@ -269,7 +269,9 @@ def test_every_search_config_trains_two_steps(corpus, tmp_path, config):
 
 
 def _baseline_of(config: str) -> str:
-    return config.replace("_elmo", "").replace("_both", "")
+    """A candidate's baseline; the efficiency candidate's is today's top-level config."""
+    baseline = config.replace("_elmo", "").replace("_both", "")
+    return baseline.replace("search/", "").replace("_efficiency", "") if "_efficiency" in baseline else baseline
 
 
 @pytest.mark.parametrize("config", [c for c in SEARCH_CONFIGS if "_elmo" in c])

@@ -456,3 +456,34 @@ def test_elmo_tok2vec_trains_and_round_trips(weight_files, tmp_path):
     assert nlp.get_pipe("elmo").listening_components == ["ner"]
     nlp.to_disk(tmp_path / "pipeline")
     assert_same_predictions(predictions(spacy.load(tmp_path / "pipeline")), before)
+
+
+@pytest.mark.parametrize("side", ["output", "both"])
+def test_elmo_beside_the_encoders_output_under_a_pooled_textcat(weight_files, tmp_path, side):
+    """ElmoConcat.v1 and ElmoTok2Vec.v2's "both" end in a concatenation whose width is known only
+    once the listener is: the textcat's labels, which thinc hands to a layer of unknown width at
+    initialization, must size none of the token layers below it (they once sized the static
+    vectors' layer)."""
+    settings = tok2vec_at_input()
+    settings["embed"]["include_static_vectors"] = True
+    if side == "both":
+        tok2vec = {**settings, "@architectures": "spacy-elmo.ElmoTok2Vec.v2", "elmo_output": listener()}
+    else:
+        embed_and_encode = {k: v for k, v in settings.items() if k in ("embed", "encode")}
+        tok2vec = {
+            "@architectures": "spacy-elmo.ElmoConcat.v1",
+            "elmo": listener(),
+            "tok2vec": {"@architectures": "spacy.Tok2Vec.v2", **embed_and_encode},
+        }
+    nlp = make_nlp(weight_files, textcat_listener=tok2vec)
+    for word in ("great", "awful", "movie"):
+        nlp.vocab.set_vector(word, numpy.full(5, len(word), dtype="f"))
+    _, losses = train(nlp, steps=2)
+    assert losses["textcat"] > 0
+    mixes = nlp.get_pipe("elmo").listener_mix_weights()["textcat"]
+    assert len(mixes) == (2 if side == "both" else 1)
+    before = predictions(nlp)
+    width = nlp.get_pipe("elmo").model.get_dim("nO")
+    assert all(x.shape[1] == 8 + width for x in before[2]["textcat"])  # the encoder's 8 + ELMo's 2P
+    nlp.to_disk(tmp_path / "pipeline")
+    assert_same_predictions(predictions(spacy.load(tmp_path / "pipeline")), before)
