@@ -11,6 +11,7 @@ from typing import List
 import experiment
 import pytest
 import resume_training
+from spacy.util import load_config, registry
 
 from spacy_elmo.io import read_jsonl
 
@@ -96,6 +97,9 @@ def test_a_killed_seed_resumes_into_one_global_curve_and_is_then_skipped(
         and "step_offset = 5\n" in cfg
         and "init_tok2vec = null\n" in cfg
     )
+    # the batch size continues where step 5 of an uninterrupted run is, not at 100 words again
+    resumed_size = load_config(out_dir / "resume.cfg")["training"]["batcher"]["size"]
+    assert resumed_size["start"] == pytest.approx(100 * 1.001**5) and resumed_size["stop"] == 1000
 
     def no_training(*args, **kwargs):
         raise AssertionError("a finished seed was trained again")
@@ -299,3 +303,25 @@ def test_what_changed_reads_a_config_spelled_otherwise_as_the_same():
     assert resume_training.what_changed({}, config, {}) == []  # a record from before configs were recorded
     other = {"config": "configs/search/ner_vectors_bilstm.cfg", "inputs": {"paths.elmo_weights": "0" * 64}}
     assert resume_training.what_changed(other, config, {}) == ["config", "paths.elmo_weights"]
+
+
+COMPOUNDING = {"@schedules": "compounding.v1", "start": 100, "stop": 1000, "compound": 1.001, "t": 0.0}
+
+
+@pytest.mark.parametrize("first_step", [1, 5, 2302, 2303, 5000])
+def test_a_resumed_stretch_draws_the_batch_sizes_the_uninterrupted_run_would(first_step):
+    uninterrupted = registry.resolve({"size": dict(COMPOUNDING)})["size"]
+    expected = [next(uninterrupted) for _ in range(first_step + 3)][first_step:]
+    batcher = {"@batchers": "spacy.batch_by_words.v1", "size": dict(COMPOUNDING)}
+    assert resume_training.continue_batch_sizes(batcher, first_step) is None
+    resumed = registry.resolve({"size": batcher["size"]})["size"]
+    assert [next(resumed) for _ in range(3)] == pytest.approx(expected, rel=1e-9)
+    assert max(expected) <= 1000
+
+
+def test_a_fixed_batch_size_is_kept_and_another_schedule_is_named():
+    fixed = {"@batchers": "spacy.batch_by_words.v1", "size": 500}
+    assert resume_training.continue_batch_sizes(fixed, 40) is None and fixed["size"] == 500
+    other = {"@batchers": "spacy.batch_by_words.v1", "size": {"@schedules": "constant.v1", "rate": 500}}
+    message = resume_training.continue_batch_sizes(other, 40)
+    assert message == "the batch-size schedule (constant.v1) restarts from its first value"
