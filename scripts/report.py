@@ -26,7 +26,7 @@ from confection import Config
 from conll import LABELS as ENTITY_TYPES
 from experiment import training_minutes
 from project_errors import ProjectDataError
-from search_table import CANDIDATES, adaptation_lines, config_candidate, is_search_run, search_lines
+from search_table import CANDIDATES, adaptation_lines, chosen_candidate, is_search_run, search_lines
 from sentiment import FINE_LABELS as SENTIMENT_LABELS
 from ship import earlier_totals, warm_start_provenance
 
@@ -55,6 +55,8 @@ SENTIMENT_RUNS = [
     ("sentiment_vectors_acc", "chosen task model (dev search) + en_core_web_md static vectors"),
     ("sentiment_vectors_elmo_acc", "chosen task model (dev search) + static vectors + ELMo (the paper's setup)"),
 ]
+# The final table's runs on the dev search's chosen task models (their rows name the candidate).
+CHOSEN_RUNS = {name for name, _ in NER_RUNS + SENTIMENT_RUNS if name.endswith("_acc")}
 # The project's targets for ELMo, measured on test: (task, ELMo run, baseline, margin in points).
 TARGETS = [
     ("ner", "ner_elmo", "ner_cnn", 2.0),
@@ -153,11 +155,11 @@ def one_config(name: str, runs: List[Dict[str, Any]]) -> Optional[str]:
     return next(iter(configs))
 
 
-def described(description: str, row: Dict[str, Any]) -> str:
-    """A run's table description; a run on the dev search's choice (``configs/search/``) names
-    the candidate, from its config's name (search_table's candidates)."""
+def described(name: str, description: str, row: Dict[str, Any]) -> str:
+    """A run's table description; a run on the dev search's choice (the ``*_acc`` runs) names
+    the candidate, from its config (search_table's candidates)."""
     config = Path(row["config"] or "")
-    candidate = config_candidate(config)
+    candidate = chosen_candidate(config) if name in CHOSEN_RUNS else None
     if candidate is None:
         return description
     return f"{description}: `{candidate}`, {CANDIDATES.get(candidate, config.stem)}"
@@ -374,7 +376,7 @@ def markdown(
     out += layer_weight_lines(runs)
     investigations = investigations or {}
     out += search_lines(investigations, runs)
-    out += adaptation_lines(investigations, adapted_dir)
+    out += adaptation_lines(investigations, runs, adapted_dir)
     others = {name: records for name, records in investigations.items() if not is_search_run(name)}
     out += investigation_lines(others, bilm_dir, runs)
     out += ["", "## The biLM", ""] + pretrain_lines
@@ -386,7 +388,7 @@ def ner_table_lines(summary, speeds) -> List[str]:
     rows = [
         (
             name,
-            [f"`{name}`", described(description, s), fmt(s["f1"]), fmt(s["p"]), fmt(s["r"])]
+            [f"`{name}`", described(name, description, s), fmt(s["f1"]), fmt(s["p"]), fmt(s["r"])]
             + [fmt(s["per_type"][e]) for e in ENTITY_TYPES]
             + [fmt(s["best_dev"]), fmt(s["epochs"], 1, 0), fmt(s["steps"], 1, 0), fmt(s["minutes"], 1, 1)]
             + [str(s["n_seeds"])],
@@ -404,7 +406,7 @@ def sentiment_table_lines(summary, speeds) -> List[str]:
     rows = [
         (
             name,
-            [f"`{name}`", described(description, s), fmt(s["accuracy"]), fmt(s["macro_f1"])]
+            [f"`{name}`", described(name, description, s), fmt(s["accuracy"]), fmt(s["macro_f1"])]
             + [fmt(s["per_label"]["neutral"])]
             + [fmt(s["best_dev"]), fmt(s["epochs"], 1, 0), fmt(s["steps"], 1, 0), fmt(s["minutes"], 1, 1)]
             + [str(s["n_seeds"])],

@@ -85,6 +85,28 @@ def config_candidate(config: Path) -> Optional[str]:
     return None if parsed is None or parsed[2] == "efficiency" else parsed[2]
 
 
+def candidate_configs(task: str, candidate: str) -> Tuple[str, str]:
+    """A candidate's (baseline, ELMo) configs, from the project's root: today's top-level
+    configs for ``efficiency``; a ``*_both`` candidate's baseline is the plain candidate's."""
+    stem = CONFIG_STEMS[task]
+    plain = candidate.removesuffix(BOTH)
+    baseline = f"configs/{stem}.cfg" if plain == "efficiency" else f"configs/search/{stem}_{plain}.cfg"
+    elmo = f"configs/{stem}_elmo.cfg" if candidate == "efficiency" else f"configs/search/{stem}_elmo_{candidate}.cfg"
+    return baseline, elmo
+
+
+def chosen_candidate(config: Path) -> Optional[str]:
+    """The candidate a final-table run's config is (``efficiency`` for today's top-level
+    pair), or None for a config that is no candidate's."""
+    return config_candidate(config) or (
+        "efficiency" if config.as_posix() in candidate_configs(config_task(config), "efficiency") else None
+    )
+
+
+def config_task(config: Path) -> str:
+    return "sentiment" if config.stem.startswith(CONFIG_STEMS["sentiment"]) else "ner"
+
+
 def search_runs(investigations: Records) -> Dict[Tuple[str, bool, str], Dict[str, Any]]:
     """Every search run's seed-0 record by (task, with ELMo, candidate)."""
     found = {}
@@ -96,16 +118,24 @@ def search_runs(investigations: Records) -> Dict[Tuple[str, bool, str], Dict[str
     return found
 
 
-def search_pairs(investigations: Records, scored_runs: Records) -> List[Pair]:
-    """Each task's efficiency pair (the scored runs' seed 0 unless the search re-ran it),
-    then every candidate; runs with an adapted biLM are left to ``adaptation_lines``."""
+def runs_with_efficiency(investigations: Records, scored_runs: Records) -> Dict[Tuple[str, bool, str], Dict[str, Any]]:
+    """``search_runs``, with each task's efficiency pair from the scored runs' seed 0 unless
+    the search re-ran it."""
     runs = search_runs(investigations)
-    pairs = []
     for task in TASKS:
         for with_elmo, run in ((False, f"{task}_vectors"), (True, f"{task}_vectors_elmo")):
             scored = seed_record(scored_runs.get(run))
             if scored is not None:
                 runs.setdefault((task, with_elmo, "efficiency"), scored)
+    return runs
+
+
+def search_pairs(investigations: Records, scored_runs: Records) -> List[Pair]:
+    """Each task's efficiency pair, then every candidate; runs with an adapted biLM are
+    left to ``adaptation_lines``."""
+    runs = runs_with_efficiency(investigations, scored_runs)
+    pairs = []
+    for task in TASKS:
         candidates = {c for (t, _, c) in runs if t == task and not c.endswith(ADAPTED)}
         for candidate in sorted(candidates, key=lambda c: (c != "efficiency", c.removesuffix(BOTH), c)):
             if candidate.endswith(BOTH) and (task, True, candidate) not in runs:
@@ -198,10 +228,10 @@ def adapted_perplexity(adapted_dir: Optional[Path], task: str, when: str) -> Opt
     return read_json(path, ProjectDataError)["mean"] if path.is_file() else None
 
 
-def adaptation_lines(investigations: Records, adapted_dir: Optional[Path]) -> List[str]:
+def adaptation_lines(investigations: Records, scored_runs: Records, adapted_dir: Optional[Path]) -> List[str]:
     """``adapt-bilm``'s section: dev perplexity before and after, and each candidate run
     with the general and the adapted biLM ([] when neither exists)."""
-    runs = search_runs(investigations)
+    runs = runs_with_efficiency(investigations, scored_runs)
     rows, verdicts = [], []
     for task in TASKS:
         before, after = (adapted_perplexity(adapted_dir, task, when) for when in ("before", "after"))

@@ -173,7 +173,7 @@ def test_the_adaptation_section_compares_the_general_and_the_adapted_biLM(tmp_pa
         "search_sentiment_vectors_elmo_reduce": [search_record(0.4569, accuracy=0.5292)],
         "search_sentiment_vectors_elmo_reduce_adapted": [search_record(0.4501, accuracy=0.5311)],
     }
-    lines = adaptation_lines(investigations, tmp_path)
+    lines = adaptation_lines(investigations, {}, tmp_path)
     assert "| ner | 180.0 -> 95.5 | `bilstm` | 92.31 | 92.62 | +0.31 |" in lines
     assert "| sentiment | 240.0 -> 150.2 | `reduce` | 45.69 / 52.92 | 45.01 / 53.11 | -0.68 |" in lines
     assert "- ner, `bilstm`: +0.31 on dev with the adapted biLM: keep the adapted biLM" in lines
@@ -183,13 +183,20 @@ def test_the_adaptation_section_compares_the_general_and_the_adapted_biLM(tmp_pa
     assert not any("adapted" in row for row in rows)
 
 
+def test_an_adapted_run_of_the_efficiency_choice_is_compared_with_the_scored_seed():
+    investigations = {"search_ner_vectors_elmo_efficiency_adapted": [search_record(0.9150)]}
+    scored = {"ner_vectors_elmo": [record(0, 0.9128, test={})]}
+    lines = adaptation_lines(investigations, scored, None)
+    assert "| ner | - | `efficiency` | 91.28 | 91.50 | +0.22 |" in lines
+
+
 def test_perplexities_without_adapted_runs_still_show_and_nothing_means_no_section(tmp_path):
-    assert adaptation_lines({}, tmp_path) == [] and adaptation_lines({}, None) == []
+    assert adaptation_lines({}, {}, tmp_path) == [] and adaptation_lines({}, {}, None) == []
     folder = tmp_path / "bilm_adapted_ner"
     folder.mkdir()
     for when, value in (("before", 200.0), ("after", 120.0)):
         (folder / f"perplexity_{when}.json").write_text(json.dumps({"mean": value}), encoding="utf8")
-    assert "| ner | 200.0 -> 120.0 | `-` | - | - | - |" in adaptation_lines({}, tmp_path)
+    assert "| ner | 200.0 -> 120.0 | `-` | - | - | - |" in adaptation_lines({}, {}, tmp_path)
 
 
 def scored(seed, score, dev, config, task="ner"):
@@ -304,6 +311,13 @@ def test_the_chosen_runs_name_their_candidate_in_the_table():
     )
     row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors`"))
     assert "| CNN tok2vec + en_core_web_md static vectors | 84.00 ± 1.00 |" in row
+    # today's pair chosen: the chosen rows say so; today's own rows stay as they are
+    runs["ner_vectors_acc"] = three_seeds(0.8400, 0.86, "configs/ner_vectors.cfg")
+    text = markdown(report.summarize(runs), runs, [], "t")
+    row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors_acc`"))
+    assert "static vectors: `efficiency`, today's efficiency tok2vec (width 96, depth 4), today's head |" in row
+    row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors`"))
+    assert "| CNN tok2vec + en_core_web_md static vectors | 84.00 ± 1.00 |" in row
 
 
 def test_a_run_whose_seeds_trained_different_configs_is_refused():
@@ -334,4 +348,4 @@ def test_a_damaged_json_record_is_named(tmp_path):
     folder.mkdir()
     (folder / "perplexity_before.json").write_text("", encoding="utf8")
     with pytest.raises(ProjectDataError, match=r"perplexity_before\.json: not a valid JSON file"):
-        adaptation_lines({}, tmp_path)
+        adaptation_lines({}, {}, tmp_path)

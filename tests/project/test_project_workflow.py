@@ -14,6 +14,7 @@ import fetch
 import plan
 import pytest
 import report
+import search_table
 from weasel.cli import run as weasel_run
 from weasel.cli.run import project_run as run_project
 from weasel.util import load_project_config
@@ -356,8 +357,11 @@ FINAL_TABLE = {  # issue 30, item 3: command -> (run name, the config it trains,
 # Another dev-search choice than project.yml's: the commands follow the vars.
 CHOICE_VARS = {
     "vars.ner_search_choice": "acc_both",
-    "vars.ner_search_baseline": "acc",
+    "vars.ner_search_config": "search/ner_vectors_elmo_acc_both",
+    "vars.ner_search_baseline_config": "search/ner_vectors_acc",
     "vars.sentiment_search_choice": "attn",
+    "vars.sentiment_search_config": "search/textcat_vectors_elmo_attn",
+    "vars.sentiment_search_baseline_config": "search/textcat_vectors_attn",
 }
 
 
@@ -378,6 +382,8 @@ def test_the_final_table_trains_the_search_choice_after_today_s_runs(tiny_projec
         assert (REPO / chosen).is_file() and chosen in commands[name]["deps"]
         assert commands[name]["outputs"] == [f"metrics/{run}"]
         assert f"metrics/{run}" in commands["speed"]["deps"]  # a new pipeline is timed again
+    # weasel merges a list item ending in a variable with a next one starting with one
+    assert not [item for c in commands.values() for item in c.get("deps", []) + c.get("outputs", []) if ", " in item]
     curve = " ".join(commands["learning-curve"]["script"])
     for _, (run, chosen) in FINAL_TABLE.items():
         assert f"--config {run}={chosen}" in curve and chosen in commands["learning-curve"]["deps"]
@@ -385,9 +391,33 @@ def test_the_final_table_trains_the_search_choice_after_today_s_runs(tiny_projec
     assert commands["learning-curve"]["script"][-1].startswith("python scripts/learning_curve.py plot")
 
 
-def test_the_chosen_configs_exist_and_the_ner_baseline_is_the_choice_without_both(tiny_project):
+def test_the_chosen_configs_exist_and_are_the_choice_s(tiny_project):
     config, commands = project_config(tiny_project)
     variables = config["vars"]
-    assert variables["ner_search_baseline"] == variables["ner_search_choice"].removesuffix("_both")
+    for task, stem in (("ner", "ner"), ("sentiment", "sentiment")):
+        baseline, elmo = search_table.candidate_configs(task, variables[f"{stem}_search_choice"])
+        chosen = (variables[f"{stem}_search_baseline_config"], variables[f"{stem}_search_config"])
+        assert tuple(f"configs/{name}.cfg" for name in chosen) == (baseline, elmo)
     for name in FINAL_TABLE:
         assert all((REPO / dep).is_file() for dep in commands[name]["deps"] if dep.startswith("configs/"))
+
+
+def test_every_candidate_s_configs_exist_and_efficiency_is_today_s_pair():
+    for task, candidates in (
+        ("ner", ["efficiency", "efficiency_both", "acc", "acc_both", "bilstm", "bilstm_both"]),
+        ("sentiment", ["efficiency", "reduce", "attn", "bilstm", "bilstm_both", "acc"]),
+    ):
+        for candidate in candidates:
+            assert all((REPO / path).is_file() for path in search_table.candidate_configs(task, candidate)), candidate
+    assert search_table.candidate_configs("ner", "efficiency") == (
+        "configs/ner_vectors.cfg",
+        "configs/ner_vectors_elmo.cfg",
+    )
+    assert search_table.candidate_configs("ner", "efficiency_both") == (
+        "configs/ner_vectors.cfg",
+        "configs/search/ner_vectors_elmo_efficiency_both.cfg",
+    )
+    assert search_table.candidate_configs("sentiment", "bilstm_both") == (
+        "configs/search/textcat_vectors_bilstm.cfg",
+        "configs/search/textcat_vectors_elmo_bilstm_both.cfg",
+    )
