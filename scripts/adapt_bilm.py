@@ -11,7 +11,7 @@ file (the task's dev and test splits; the same match key as
 ``pretrain_corpus.py``) makes the step refuse, naming the count, before any
 training: the biLM must never see evaluation text.
 
-Two ``pretrain`` runs, each resumable (re-run to continue; a larger
+Three ``pretrain`` runs, each resumable (re-run to continue; a larger
 ``--steps`` trains on):
 
 1. ``OUTPUT_DIR_head``: the starting biLM fixed, a fresh LM head trained
