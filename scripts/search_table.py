@@ -98,13 +98,8 @@ def candidate_configs(task: str, candidate: str) -> Tuple[str, str]:
 def chosen_candidate(config: Path) -> Optional[str]:
     """The candidate a final-table run's config is (``efficiency`` for today's top-level
     pair), or None for a config that is no candidate's."""
-    return config_candidate(config) or (
-        "efficiency" if config.as_posix() in candidate_configs(config_task(config), "efficiency") else None
-    )
-
-
-def config_task(config: Path) -> str:
-    return "sentiment" if config.stem.startswith(CONFIG_STEMS["sentiment"]) else "ner"
+    today = any(config.as_posix() in candidate_configs(task, "efficiency") for task in TASKS)
+    return config_candidate(config) or ("efficiency" if today else None)
 
 
 def search_runs(investigations: Records) -> Dict[Tuple[str, bool, str], Dict[str, Any]]:
