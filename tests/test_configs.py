@@ -268,35 +268,6 @@ def test_every_search_config_trains_two_steps(corpus, tmp_path, config):
         assert tok2vec.predict([doc])[0].shape == (5, expected)
 
 
-def _baseline_of(config: str) -> str:
-    """A candidate's baseline; the efficiency candidate's is today's top-level config."""
-    baseline = config.replace("_elmo", "").replace("_both", "")
-    return baseline.replace("search/", "").replace("_efficiency", "") if "_efficiency" in baseline else baseline
-
-
-@pytest.mark.parametrize("config", [c for c in SEARCH_CONFIGS if "_elmo" in c])
-def test_search_pairs_differ_only_by_elmo(config):
-    """A fair pair: the baseline's embedding, encoder, task head and training equal the ELMo config's."""
-    from spacy.util import load_config
-
-    baseline_name = _baseline_of(config)
-    assert (CONFIGS / baseline_name).is_file(), f"{config} has no baseline {baseline_name}"
-    elmo = load_config(CONFIGS / config, interpolate=True)
-    base = load_config(CONFIGS / baseline_name, interpolate=True)
-    component = "textcat" if "textcat" in config else "ner"
-    elmo_tok2vec = elmo["components"][component]["model"]["tok2vec"]
-    base_tok2vec = base["components"]["tok2vec"]["model"]
-    assert elmo_tok2vec["embed"] == base_tok2vec["embed"]
-    assert elmo_tok2vec["encode"] == base_tok2vec["encode"]
-    assert elmo_tok2vec["width"] == base_tok2vec["encode"]["width"]
-
-    def head(cfg):
-        return {k: v for k, v in cfg["components"][component]["model"].items() if k != "tok2vec"}
-
-    assert head(elmo) == head(base)
-    assert elmo["training"] == base["training"] and elmo["corpora"] == base["corpora"]
-
-
 PRETRAIN_CONFIGS = sorted(p.name for p in CONFIGS.glob("pretrain_*.cfg"))
 
 

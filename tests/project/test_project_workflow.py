@@ -421,3 +421,36 @@ def test_every_candidate_s_configs_exist_and_efficiency_is_today_s_pair():
         "configs/search/textcat_vectors_bilstm.cfg",
         "configs/search/textcat_vectors_elmo_bilstm_both.cfg",
     )
+
+
+def _every_candidate():
+    """(task, candidate) for today's pair and every ELMo config of configs/search/."""
+    found = [(task, "efficiency") for task in search_table.TASKS]
+    for path in sorted((REPO / "configs" / "search").glob("*.cfg")):
+        task, with_elmo, candidate = search_table.split_name(path.stem, search_table.CONFIG_STEMS)
+        if with_elmo:
+            assert search_table.candidate_configs(task, candidate)[1] == f"configs/search/{path.name}"
+            found.append((task, candidate))
+    return found
+
+
+@pytest.mark.parametrize("task,candidate", _every_candidate())
+def test_every_candidate_is_a_fair_pair(task, candidate):
+    """The baseline's embedding, encoder, task head and training equal the ELMo config's."""
+    from spacy.util import load_config
+
+    baseline_config, elmo_config = search_table.candidate_configs(task, candidate)
+    elmo = load_config(REPO / elmo_config, interpolate=True)
+    base = load_config(REPO / baseline_config, interpolate=True)
+    component = "textcat" if task == "sentiment" else "ner"
+    elmo_tok2vec = elmo["components"][component]["model"]["tok2vec"]
+    base_tok2vec = base["components"]["tok2vec"]["model"]
+    assert elmo_tok2vec["embed"] == base_tok2vec["embed"]
+    assert elmo_tok2vec["encode"] == base_tok2vec["encode"]
+    assert elmo_tok2vec["width"] == base_tok2vec["encode"]["width"]
+
+    def head(cfg):
+        return {k: v for k, v in cfg["components"][component]["model"].items() if k != "tok2vec"}
+
+    assert head(elmo) == head(base)
+    assert elmo["training"] == base["training"] and elmo["corpora"] == base["corpora"]
