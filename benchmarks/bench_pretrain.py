@@ -65,6 +65,69 @@ def synthetic_corpus(n_sentences: int, vocab_size: int, seed: int = 0):
     return corpus, sentences
 
 
+def training_text(config, batch_tokens: int):
+    """Synthetic sentences, their vocabulary's word ids and the epoch's batches."""
+    vocab_size = config["vocab"]["max_size"]
+    corpus, sentences = synthetic_corpus(40000, vocab_size * 4)
+    vocab = Vocabulary.build(corpus.types, corpus.type_counts(sentences), max_size=vocab_size)
+    batches = epoch_batches([len(s) for s in sentences], batch_tokens, 0, 0)
+    return corpus, sentences, vocab, batches
+
+
+def language_model(config, vocab_size: int) -> BidirectionalLM:
+    training = config["training"]
+    torch.manual_seed(0)
+    bilm = ElmoBiLM(model_options(config))
+    head = build_lm_head(
+        training["softmax"],
+        bilm.options.projection_dim,
+        vocab_size,
+        n_samples=training["n_samples"],
+        cutoffs=training["adaptive_cutoffs"],
+        div_value=training["adaptive_div_value"],
+    )
+    return BidirectionalLM(bilm, head).train()
+
+
+def measure(precision: str, config, text, steps: int, repeats: int) -> None:
+    """Time ``repeats`` x ``steps`` training steps in one precision and print the medians."""
+    corpus, sentences, vocab, batches = text
+    training = config["training"]
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    type_words = vocab.ids(corpus.types)
+    lm = language_model(config, len(vocab))
+    optimizer = make_optimizer(config, lm)  # the update pretrain runs (fused AdamW where there is one)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+
+    def step(batch):
+        train_step(lm, optimizer, batch, training["dropout"], training["grad_clip"], autocast)
+
+    def tensors(i):
+        return make_batch([sentences[j] for j in batches[i % len(batches)]], corpus.type_chars, type_words)
+
+    step(tensors(0))  # warm-up
+    with unpacked(), FlopCounterMode(display=False) as counter:
+        step(tensors(1))
+    flops_per_token = counter.get_total_flops() / sum(len(sentences[j]) for j in batches[1])
+    rates, fractions = [], []
+    for repeat in range(repeats):
+        ceiling = timed_ceiling(dtype)  # beside each timing: shared hosts drift
+        tokens, start = 0, time.perf_counter()
+        for i in range(2, 2 + steps):
+            batch = tensors(i + repeat * steps)
+            step(batch)
+            tokens += int((batch[3] - 2).sum())
+        rates.append(tokens / (time.perf_counter() - start))
+        fractions.append(rates[-1] * flops_per_token / 1e9 / ceiling)
+    rate = statistics.median(rates)
+    print(
+        f"{precision}: {rate:7.0f} tokens/s (median of {repeats} x {steps} steps; "
+        f"range {min(rates):.0f}-{max(rates):.0f})  {flops_per_token / 1e6:.1f} MFLOP/token  "
+        f"{rate * flops_per_token / 1e9:.1f} GFLOP/s  fraction of the matmul ceiling "
+        f"{statistics.median(fractions):.2f} (range {min(fractions):.2f}-{max(fractions):.2f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
@@ -83,67 +146,21 @@ def main() -> None:
     training = config["training"]
     batch_tokens = args.batch_tokens or training["batch_size"]
     native_bf16 = native_cpu_bf16()
-
-    vocab_size = config["vocab"]["max_size"]
-    corpus, sentences = synthetic_corpus(40000, vocab_size * 4)
-    vocab = Vocabulary.build(corpus.types, corpus.type_counts(sentences), max_size=vocab_size)
-    type_words = vocab.ids(corpus.types)
-    batches = epoch_batches([len(s) for s in sentences], batch_tokens, 0, 0)
+    text = training_text(config, batch_tokens)
     print(
         f"{args.config.name}: projection {config['model']['projection_dim']}, threads {torch.get_num_threads()}, "
         f"torch {torch.__version__}, softmax {training['softmax']}, "
-        f"vocab {len(vocab)}, batch {batch_tokens} tokens, native bf16: {native_bf16}"
+        f"vocab {len(text[2])}, batch {batch_tokens} tokens, native bf16: {native_bf16}"
     )
     for precision in args.precision:
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        ceiling = timed_ceiling(dtype)
         if precision == "bf16" and not (native_bf16 or args.force_bf16):
+            ceiling = timed_ceiling(torch.bfloat16)
             print(
                 f"bf16: skipped: no native bf16 on this CPU (matmul ceiling {ceiling:.1f} GFLOP/s, "
                 f"emulated); --force-bf16 runs it anyway"
             )
             continue
-        torch.manual_seed(0)
-        bilm = ElmoBiLM(model_options(config))
-        head = build_lm_head(
-            training["softmax"],
-            bilm.options.projection_dim,
-            len(vocab),
-            n_samples=training["n_samples"],
-            cutoffs=training["adaptive_cutoffs"],
-            div_value=training["adaptive_div_value"],
-        )
-        lm = BidirectionalLM(bilm, head).train()
-        optimizer = make_optimizer(config, lm)  # the update pretrain runs (fused AdamW where there is one)
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
-
-        def step(batch):
-            train_step(lm, optimizer, batch, training["dropout"], training["grad_clip"], autocast)  # noqa: B023 (called in this iteration only)
-
-        def tensors(i):
-            return make_batch([sentences[j] for j in batches[i % len(batches)]], corpus.type_chars, type_words)
-
-        step(tensors(0))  # warm-up
-        with unpacked(), FlopCounterMode(display=False) as counter:
-            step(tensors(1))
-        flops_per_token = counter.get_total_flops() / sum(len(sentences[j]) for j in batches[1])
-        rates, fractions = [], []
-        for repeat in range(args.repeats):
-            ceiling = timed_ceiling(dtype)  # beside each timing: shared hosts drift
-            tokens, start = 0, time.perf_counter()
-            for i in range(2, 2 + args.steps):
-                batch = tensors(i + repeat * args.steps)
-                step(batch)
-                tokens += int((batch[3] - 2).sum())
-            rates.append(tokens / (time.perf_counter() - start))
-            fractions.append(rates[-1] * flops_per_token / 1e9 / ceiling)
-        rate = statistics.median(rates)
-        print(
-            f"{precision}: {rate:7.0f} tokens/s (median of {args.repeats} x {args.steps} steps; "
-            f"range {min(rates):.0f}-{max(rates):.0f})  {flops_per_token / 1e6:.1f} MFLOP/token  "
-            f"{rate * flops_per_token / 1e9:.1f} GFLOP/s  fraction of the matmul ceiling "
-            f"{statistics.median(fractions):.2f} (range {min(fractions):.2f}-{max(fractions):.2f})"
-        )
+        measure(precision, config, text, args.steps, args.repeats)
 
 
 if __name__ == "__main__":
