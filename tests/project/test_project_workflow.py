@@ -423,15 +423,21 @@ def test_every_candidate_s_configs_exist_and_efficiency_is_today_s_pair():
     )
 
 
+SEARCH_CONFIGS = sorted((REPO / "configs" / "search").glob("*.cfg"))
+
+
 def _every_candidate():
     """(task, candidate) for today's pair and every ELMo config of configs/search/."""
-    found = [(task, "efficiency") for task in search_table.TASKS]
-    for path in sorted((REPO / "configs" / "search").glob("*.cfg")):
-        task, with_elmo, candidate = search_table.split_name(path.stem, search_table.CONFIG_STEMS)
-        if with_elmo:
-            assert search_table.candidate_configs(task, candidate)[1] == f"configs/search/{path.name}"
-            found.append((task, candidate))
-    return found
+    parsed = [search_table.split_name(path.stem, search_table.CONFIG_STEMS) for path in SEARCH_CONFIGS]
+    found = [(task, candidate) for task, with_elmo, candidate in filter(None, parsed) if with_elmo]
+    return [(task, "efficiency") for task in search_table.TASKS] + found
+
+
+@pytest.mark.parametrize("path", SEARCH_CONFIGS, ids=lambda path: path.stem)
+def test_every_search_config_is_a_candidate_s(path):
+    task, with_elmo, candidate = search_table.split_name(path.stem, search_table.CONFIG_STEMS)
+    assert f"configs/search/{path.name}" in search_table.candidate_configs(task, candidate)
+    assert with_elmo == ("_elmo_" in path.name)
 
 
 @pytest.mark.parametrize("task,candidate", _every_candidate())
