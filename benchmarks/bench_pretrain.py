@@ -21,6 +21,7 @@ import argparse
 import statistics
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy
 import torch
@@ -65,13 +66,21 @@ def synthetic_corpus(n_sentences: int, vocab_size: int, seed: int = 0):
     return corpus, sentences
 
 
-def training_text(config, batch_tokens: int):
+class TrainingText(NamedTuple):
+    corpus: Corpus
+    sentences: list
+    vocab_size: int
+    type_words: numpy.ndarray  # each corpus type's vocabulary id
+    batches: list
+
+
+def training_text(config, batch_tokens: int) -> TrainingText:
     """Synthetic sentences, their vocabulary's word ids and the epoch's batches."""
     vocab_size = config["vocab"]["max_size"]
     corpus, sentences = synthetic_corpus(40000, vocab_size * 4)
     vocab = Vocabulary.build(corpus.types, corpus.type_counts(sentences), max_size=vocab_size)
     batches = epoch_batches([len(s) for s in sentences], batch_tokens, 0, 0)
-    return corpus, sentences, vocab, batches
+    return TrainingText(corpus, sentences, len(vocab), vocab.ids(corpus.types), batches)
 
 
 def language_model(config, vocab_size: int) -> BidirectionalLM:
@@ -89,13 +98,12 @@ def language_model(config, vocab_size: int) -> BidirectionalLM:
     return BidirectionalLM(bilm, head).train()
 
 
-def measure(precision: str, config, text, steps: int, repeats: int) -> None:
+def measure(precision: str, config, text: TrainingText, steps: int, repeats: int) -> None:
     """Time ``repeats`` x ``steps`` training steps in one precision and print the medians."""
-    corpus, sentences, vocab, batches = text
+    corpus, sentences, _, type_words, batches = text
     training = config["training"]
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    type_words = vocab.ids(corpus.types)
-    lm = language_model(config, len(vocab))
+    lm = language_model(config, text.vocab_size)
     optimizer = make_optimizer(config, lm)  # the update pretrain runs (fused AdamW where there is one)
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
@@ -150,7 +158,7 @@ def main() -> None:
     print(
         f"{args.config.name}: projection {config['model']['projection_dim']}, threads {torch.get_num_threads()}, "
         f"torch {torch.__version__}, softmax {training['softmax']}, "
-        f"vocab {len(text[2])}, batch {batch_tokens} tokens, native bf16: {native_bf16}"
+        f"vocab {text.vocab_size}, batch {batch_tokens} tokens, native bf16: {native_bf16}"
     )
     for precision in args.precision:
         if precision == "bf16" and not (native_bf16 or args.force_bf16):
