@@ -435,9 +435,11 @@ def _every_candidate():
 
 @pytest.mark.parametrize("path", SEARCH_CONFIGS, ids=lambda path: path.stem)
 def test_every_search_config_is_a_candidate_s(path):
-    task, with_elmo, candidate = search_table.split_name(path.stem, search_table.CONFIG_STEMS)
-    assert f"configs/search/{path.name}" in search_table.candidate_configs(task, candidate)
-    assert with_elmo == ("_elmo_" in path.name)
+    parsed = search_table.split_name(path.stem, search_table.CONFIG_STEMS)
+    assert parsed is not None, f"{path.name} names no task"
+    task, with_elmo, candidate = parsed
+    # (baseline, ELMo): the name's side must be the map's
+    assert search_table.candidate_configs(task, candidate)[with_elmo] == f"configs/search/{path.name}"
 
 
 @pytest.mark.parametrize("task,candidate", _every_candidate())
