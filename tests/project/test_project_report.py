@@ -8,6 +8,8 @@ from project_errors import ProjectDataError
 from report import investigation_lines, load_runs, load_speeds, markdown, pretrain_section
 from search_table import adaptation_lines, search_lines
 
+from .conftest import REPO
+
 BILM = ["--paths.elmo_options", "training/bilm/options.json", "--paths.elmo_weights", "training/bilm/weights.hdf5"]
 
 
@@ -349,3 +351,39 @@ def test_a_damaged_json_record_is_named(tmp_path):
     (folder / "perplexity_before.json").write_text("", encoding="utf8")
     with pytest.raises(ProjectDataError, match=r"perplexity_before\.json: not a valid JSON file"):
         adaptation_lines({}, {}, tmp_path)
+
+
+def _table_rows(lines, header_start):
+    """The cells of a markdown table's body rows, the table found by its header's start."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def _candidate(cell):
+    return "efficiency" if cell.startswith("today's efficiency pair") else cell.split("`")[1]
+
+
+def test_the_docs_dev_table_says_what_the_committed_search_records_say():
+    """docs/results.md's "Dev scores so far" is written by hand while the search runs;
+    every score and gain in it must be the report's, from reports/search and reports/runs."""
+    report = search_lines(load_runs(REPO / "reports" / "search", dev_only=True), load_runs(REPO / "reports" / "runs"))
+    by_candidate = {
+        (row[0], _candidate(row[1])): row for row in _table_rows(report, "| task | candidate | vectors: dev")
+    }
+    docs = (REPO / "docs" / "results.md").read_text(encoding="utf-8").splitlines()
+    documented = _table_rows(docs, "| task | candidate | vectors: dev")
+    assert len(documented) == len(by_candidate), "a search record without its docs row, or the reverse"
+    for task, candidate_cell, vectors, with_elmo, gain in documented:
+        row = by_candidate[(task.lower(), _candidate(candidate_cell))]
+        assert vectors == ("(queued)" if row[2] == "(not run)" else row[2]), (task, candidate_cell)
+        assert with_elmo.replace("**", "") == row[3], (task, candidate_cell)
+        assert gain.split(" ")[0] == row[4], (task, candidate_cell)
+        if with_elmo.startswith("**"):  # bold: the task's highest ELMo dev, the report's choice
+            assert f"- {task.lower()}: highest dev with ELMo so far: `{row[1].split('`')[1]}`" in "\n".join(report)
+    bold_tasks = sorted(row[0] for row in documented if row[3].startswith("**"))
+    assert bold_tasks == ["NER", "sentiment"], "one bold ELMo score per task"
