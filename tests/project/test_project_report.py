@@ -378,12 +378,14 @@ def test_the_docs_dev_table_says_what_the_committed_search_records_say():
     docs = (REPO / "docs" / "results.md").read_text(encoding="utf-8").splitlines()
     documented = _table_rows(docs, "| task | candidate | vectors: dev")
     assert len(documented) == len(by_candidate), "a search record without its docs row, or the reverse"
+    report_text = "\n".join(report)
     for task, candidate_cell, vectors, with_elmo, gain in documented:
-        row = by_candidate[(task.lower(), _candidate(candidate_cell))]
+        candidate = _candidate(candidate_cell)
+        row = by_candidate[(task.lower(), candidate)]
         assert vectors == ("(queued)" if row[2] == "(not run)" else row[2]), (task, candidate_cell)
         assert with_elmo.replace("**", "") == row[3], (task, candidate_cell)
         assert gain.split(" ")[0] == row[4], (task, candidate_cell)
         if with_elmo.startswith("**"):  # bold: the task's highest ELMo dev, the report's choice
-            assert f"- {task.lower()}: highest dev with ELMo so far: `{row[1].split('`')[1]}`" in "\n".join(report)
+            assert f"- {task.lower()}: highest dev with ELMo so far: `{candidate}`" in report_text
     bold_tasks = sorted(row[0] for row in documented if row[3].startswith("**"))
     assert bold_tasks == ["NER", "sentiment"], "one bold ELMo score per task"
