@@ -1,6 +1,7 @@
 """Training through the listener: round trips, frozen/fine-tuned biLM, replace_listeners."""
 
 import math
+import warnings
 
 import numpy
 import pytest
@@ -273,6 +274,26 @@ def test_listeners_work_whatever_is_stored(weight_files, store, dtype):
     got = predictions(lean)
     assert_same_predictions(got, expected)
     doc = lean(TEST_TEXTS[0])
+    assert ("spacy_elmo", "pending") not in doc.user_data  # both listeners took their copy
+
+
+@pytest.mark.parametrize("store,dtype", [("none", "float32"), ("mix", "float16"), ("all", "float16")])
+def test_a_component_with_two_listeners_gives_both_the_layers_whatever_is_stored(weight_files, store, dtype):
+    """ElmoTok2Vec.v2 with elmo_output: one component, two listeners (the encoder's input and
+    output). When the component stores less than float32 layers, the doc holds its layers for
+    every listener, not for every listening component (the input listener once got zeros)."""
+    both = {**tok2vec_at_input(), "@architectures": "spacy-elmo.ElmoTok2Vec.v2", "elmo_output": listener()}
+    full = make_nlp(weight_files, ner_listener=both)
+    train(full, steps=2)
+    expected = predictions(full)
+    lean = make_nlp(weight_files, ner_listener=both, store=store, store_dtype=dtype)
+    lean.from_bytes(full.to_bytes())
+    assert len(lean.get_pipe("elmo").listeners) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no listener may fall back to zeros
+        got = predictions(lean)
+        doc = lean(TEST_TEXTS[0])
+    assert_same_predictions(got, expected)
     assert ("spacy_elmo", "pending") not in doc.user_data  # both listeners took their copy
 
 

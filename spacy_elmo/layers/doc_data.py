@@ -38,9 +38,11 @@ def store_doc_layers(
     store: str,
     dtype: str,
     token_mix: List[float],
-    n_listening_components: int,
+    n_listeners: int,
 ) -> None:
-    """Annotate one doc with its ``(L+1, n, 2P)`` float32 layers."""
+    """Annotate one doc with its ``(L+1, n, 2P)`` float32 layers. Unless they are stored as
+    they are, the doc holds them for ``n_listeners`` reads (``layers_for_listener``): one per
+    listener, and a component may have two (ELMo at its encoder's input and output)."""
     for key in (KEY_LAYERS, KEY_MIX, KEY_PENDING):
         doc.user_data.pop(key, None)
     layers = _to_numpy(layers)
@@ -51,8 +53,8 @@ def store_doc_layers(
         doc.user_data[KEY_MIX] = numpy.tensordot(weights, layers, axes=(0, 0)).astype(dtype, copy=False)
     doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
     full_precision_stored = store == "all" and dtype == "float32"
-    if n_listening_components and not full_precision_stored:
-        doc.user_data[KEY_PENDING] = [layers, n_listening_components]
+    if n_listeners and not full_precision_stored:
+        doc.user_data[KEY_PENDING] = [layers, n_listeners]
 
 
 def token_mix_reducer(token_mix: List[float], dtype: str) -> Callable[[Any], numpy.ndarray]:

@@ -371,7 +371,7 @@ class ElmoComponent(TrainablePipe):
                 store=self.cfg["store"],
                 dtype=self.cfg["store_dtype"],
                 token_mix=token_mix,
-                n_listening_components=len(self.listening_components),
+                n_listeners=len(self.listeners),
             )
 
     def update(
