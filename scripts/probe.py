@@ -32,6 +32,7 @@ from project_errors import ProjectDataError
 from spacy.tokens import DocBin
 
 from spacy_elmo.bilm import ElmoBiLM
+from spacy_elmo.io import write_text_atomic
 from spacy_elmo.loaders import DEFAULT_BILM_DIR
 from spacy_elmo.pretrain.target_vectors import load_spacy_vectors
 
@@ -163,15 +164,16 @@ def write_outputs(
     import matplotlib.pyplot as plt
 
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "probe.json").write_text(
-        json.dumps({"bilm_dir": str(bilm_dir), "tokens": sizes, "scores": results}, indent=2) + "\n"
+    write_text_atomic(
+        output_dir / "probe.json",
+        json.dumps({"bilm_dir": str(bilm_dir), "tokens": sizes, "scores": results}, indent=2) + "\n",
     )
     names = list(next(iter(results.values())))
     lines = [PROBE_HEADING, "", "| representation | " + " | ".join(results) + " |", "|---|" + "---|" * len(results)]
     lines += [
         f"| {name} | " + " | ".join(f"{100 * results[task][name]:.1f}" for task in results) + " |" for name in names
     ]
-    (output_dir / "probe.md").write_text("\n".join(lines) + "\n")
+    write_text_atomic(output_dir / "probe.md", "\n".join(lines) + "\n")
     figure, axis = plt.subplots(figsize=(10, 4.5))
     width = 0.8 / len(results)
     for k, task in enumerate(results):

@@ -31,8 +31,9 @@ from sentiment import FINE_LABELS as SENTIMENT_LABELS
 from ship import earlier_totals, warm_start_provenance
 
 from spacy_elmo.bilm.model import OPTIONS_NAME
+from spacy_elmo.bilm.options import ElmoOptions
 from spacy_elmo.io import read_json, read_jsonl
-from spacy_elmo.pretrain.outputs import METRICS_NAME
+from spacy_elmo.pretrain.outputs import CONFIG_NAME, METRICS_NAME
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 
@@ -255,13 +256,12 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
         return ["(no pretraining output given)"], None
     lines = []
     options_file = bilm_dir / OPTIONS_NAME
-    options = read_json(options_file, ProjectDataError) if options_file.is_file() else {}
-    if options:
-        lstm, cnn = options["lstm"], options["char_cnn"]
-        n_filters = sum(n for _, n in cnn["filters"])
+    if options_file.is_file():
+        options = ElmoOptions.from_file(options_file)
         lines.append(
-            f"- biLM: char CNN {n_filters} filters, {cnn['n_highway']} highway, projection {lstm['projection_dim']}, "
-            f"LSTM {lstm['dim']}, {lstm['n_layers']} layers (output 2P = {2 * lstm['projection_dim']})"
+            f"- biLM: char CNN {options.n_filters} filters, {options.n_highway} highway, projection "
+            f"{options.projection_dim}, LSTM {options.lstm_dim}, {options.n_layers} layers "
+            f"(output 2P = {options.output_dim})"
         )
     # pretrain appends as it goes: a line a kill cut short is dropped, not an error.
     records = read_jsonl(bilm_dir / METRICS_NAME)
@@ -273,7 +273,7 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
         )
         if "tokens" in last:
             lines.append(f"- tokens seen: {last['tokens']:,}")
-        config = bilm_dir / "config.cfg"
+        config = bilm_dir / CONFIG_NAME
         if config.is_file():
             config_text = config.read_text(encoding="utf8")
             lines += warm_start_lines(config_text, last) + corpus_lines(config_text)

@@ -29,7 +29,7 @@ from project_errors import ProjectDataError
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from spacy_elmo.io import file_sha256, read_json, read_jsonl
-from spacy_elmo.pretrain.outputs import METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME
+from spacy_elmo.pretrain.outputs import CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME
 
 PROVENANCE_NAME = "provenance.json"
 # What ship writes and install_default copies: the package's default_bilm folder. The
@@ -116,7 +116,7 @@ def provenance(bilm_dir: Path, size_mb: float, corpus_report: Optional[Path] = N
     """How the biLM in `bilm_dir` was trained (``pretrain``'s outputs), for provenance.json."""
     records = read_jsonl(bilm_dir / METRICS_NAME)
     train = [r for r in records if "loss" in r]
-    config, perplexity = bilm_dir / "config.cfg", bilm_dir / "perplexity.json"
+    config, perplexity = bilm_dir / CONFIG_NAME, bilm_dir / "perplexity.json"
     config_text = config.read_text(encoding="utf8") if config.is_file() else None
     before = warm_start_provenance(config_text)
     tokens = train[-1]["tokens"] if train else None

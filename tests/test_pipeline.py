@@ -152,7 +152,7 @@ def test_layer_cache_keeps_its_byte_bound_least_recently_used_first():
     assert len(cache) == 2 and cache.nbytes == 80 and cache.get("b") is None and cache.get("a") is not None
     cache.put("big", numpy.zeros(26, dtype="float32"))  # 104 bytes: never kept
     assert cache.get("big") is None and cache.nbytes == 80
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="read-only"):
         cache.get("a")[0] = 1.0  # shared by every lookup: read-only
     cache.check_weights("other weights")
     assert len(cache) == 0 and cache.nbytes == 0
@@ -361,17 +361,17 @@ def test_pipelines_saved_with_a_torch_state_still_load(reference):
     import torch
 
     from spacy_elmo.errors import ElmoWeightsError
-    from spacy_elmo.layers.bilm_model import _deserialize_bilm
+    from spacy_elmo.layers.bilm_serialization import deserialize_bilm
 
     buffer = io.BytesIO()
     torch.save(reference.state_dict(), buffer)
     old = srsly.msgpack_dumps({"options": reference.options.to_dict(), "state": buffer.getvalue()})
-    loaded = _deserialize_bilm(None, old, torch.device("cpu"))
+    loaded = deserialize_bilm(None, old, torch.device("cpu"))
     sentence = ["Old", "pipelines", "load", "."]
     numpy.testing.assert_array_equal(loaded.embed_batch([sentence])[0], reference.embed_batch([sentence])[0])
     tampered = srsly.msgpack_dumps({"options": reference.options.to_dict(), "state": buffer.getvalue()[:100]})
     with pytest.raises(ElmoWeightsError, match="the saved biLM is damaged"):
-        _deserialize_bilm(None, tampered, torch.device("cpu"))
+        deserialize_bilm(None, tampered, torch.device("cpu"))
 
 
 def test_fine_tuning_a_windowed_doc_sees_the_same_vectors_and_backpropagates(weight_files, reference):

@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from ..errors import ElmoError
+from ..io import write_text_atomic
 from . import app
 
 
@@ -91,4 +92,4 @@ def perplexity_command(
         typer.echo(f"warning: {warning}", err=True)
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
+        write_text_atomic(output, json.dumps(result, indent=2) + "\n")

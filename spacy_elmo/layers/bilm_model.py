@@ -29,8 +29,6 @@ from .cache import LayerCache
 from .segments import Segment, batch_segments
 
 BilmModel = Model[List[Doc], List[Floats3d]]
-# The old name, which tests import from here.
-_deserialize_bilm = deserialize_bilm
 
 
 # Tokens the biLM sees at once: a longer sentence (or a doc without sentences) runs in

@@ -49,8 +49,7 @@ def store_doc_layers(
     if store == "all":
         doc.user_data[KEY_LAYERS] = layers.astype(dtype, copy=False)
     elif store == "mix":
-        weights = numpy.asarray(token_mix, dtype="float32")
-        doc.user_data[KEY_MIX] = numpy.tensordot(weights, layers, axes=(0, 0)).astype(dtype, copy=False)
+        doc.user_data[KEY_MIX] = token_mix_reducer(token_mix, dtype)(layers)
     doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
     full_precision_stored = store == "all" and dtype == "float32"
     if n_listeners and not full_precision_stored:

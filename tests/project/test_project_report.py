@@ -1,6 +1,7 @@
 """report: the investigations section, from records shaped like experiment's; the JSONL readers."""
 
 import json
+import shutil
 
 import pytest
 import srsly
@@ -8,6 +9,8 @@ from experiment import training_summary
 from project_errors import ProjectDataError
 from report import investigation_lines, load_runs, load_speeds, markdown, pretrain_section
 from search_table import adaptation_lines, search_lines
+
+from spacy_elmo.errors import ElmoOptionsError
 
 from .conftest import REPO
 
@@ -63,6 +66,17 @@ def test_the_jsonl_readers_drop_a_last_line_cut_by_a_kill(tmp_path):
     (bilm_dir / "metrics.jsonl").write_text(json.dumps(step) + '\n{"step": 40, "lo', encoding="utf8")
     lines, records = pretrain_section(bilm_dir)
     assert records == [step] and "- trained for 20 steps, 2.0 minutes (`pretrain`'s metrics.jsonl)" in lines
+
+
+def test_the_biLM_section_reads_its_sizes_through_the_options_schema(tmp_path):
+    bilm_dir = tmp_path / "bilm"
+    bilm_dir.mkdir()
+    shutil.copy(REPO / "tests" / "data" / "bilm_tf_reference" / "options.json", bilm_dir / "options.json")
+    lines, _ = pretrain_section(bilm_dir)
+    assert lines[0] == "- biLM: char CNN 124 filters, 2 highway, projection 16, LSTM 64, 2 layers (output 2P = 32)"
+    (bilm_dir / "options.json").write_text('{"lstm": {"dim": 64}}', encoding="utf8")
+    with pytest.raises(ElmoOptionsError, match="missing section 'char_cnn'"):
+        pretrain_section(bilm_dir)
 
 
 def test_a_warm_started_biLM_counts_the_tokens_of_every_stretch(tmp_path):
