@@ -1,0 +1,73 @@
+"""The benchmarks run end to end at tiny sizes and print the figures the docs quote.
+
+No timing is checked here (the figures of a run this small mean nothing): what fails is a
+benchmark that no longer runs, or that stops printing a figure docs/speed.md cites."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parent.parent
+NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+
+
+def run_benchmark(script: str, *args: str) -> str:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), "--threads", "1", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_bench_pretrain_prints_tokens_per_second_and_the_ceiling_fraction():
+    out = run_benchmark(
+        "bench_pretrain.py",
+        "--config",
+        "configs/pretrain_tiny.cfg",
+        "--precision",
+        "fp32",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+    )
+    assert re.search(rf"^fp32: +{NUMBER} tokens/s .* fraction of the matmul ceiling {NUMBER}", out, re.M), out
+    assert "pretrain_tiny.cfg: projection 16" in out
+
+
+def test_bench_bilm_prints_speed_int8_deviation_and_the_type_cache():
+    out = run_benchmark(
+        "bench_bilm.py", "--sizes", "small", "--repeats", "1", "--sentences", "2", "--tokens", "5",
+        "--stream-sentences", "8",
+    )  # fmt: skip
+    assert re.search(rf"^small \| fp32: {NUMBER} of the fp32 ceiling", out, re.M), out
+    assert re.search(rf"^small \| int8: {NUMBER}x fp32's tokens/s", out, re.M), out
+    cosines = [
+        float(c) for c in re.findall(r"^small \| int8 vs fp32, layer \d: max abs \S+, mean cosine (\S+)", out, re.M)
+    ]
+    assert len(cosines) == 3 and min(cosines) > 0.999, out  # int8 stays close to fp32 on every layer
+    assert re.search(r"^small \| type cache off .* hit rate", out, re.M), out
+
+
+def test_bench_train_epoch_prints_elmo_over_cnn_epoch_time():
+    out = run_benchmark("bench_train_epoch.py", "--limit", "8", "--epochs", "2", "--elmo-config", "ner_elmo_output.cfg")
+    assert re.search(r"^ner_elmo_output\.cfg \| [0-9.]+ \| [0-9.]+$", out, re.M), out
+    assert re.search(rf"^after the first epoch: ELMo/CNN epoch time = {NUMBER} \(target <= 1.5\)$", out, re.M), out
+
+
+@pytest.mark.slow  # one process per store setting and size: about two minutes
+def test_bench_long_doc_prints_memory_per_store_setting():
+    out = run_benchmark("bench_long_doc.py", "--tokens", "300", "--bilm-size", "small")
+    for store, dtype in (("all", "float32"), ("all", "float16"), ("mix", "float32"), ("none", "float32")):
+        assert re.search(rf"^{store} \| {dtype} \| {NUMBER} \| {NUMBER} \| ", out, re.M), out
+    assert re.search(r"^all \| float32 .* \| \(3, 300, 256\)$", out, re.M), out
