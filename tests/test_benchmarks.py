@@ -8,17 +8,23 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import pytest
+import spacy
+from spacy.tokens import DocBin
+from spacy.training import Example
+
+from .conftest import tiny_bilm
 
 REPO = Path(__file__).parent.parent
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 
 
-def run_benchmark(script: str, *args: str) -> str:
+def run_benchmark(script: str, *args: str, threads: Sequence[str] = ("--threads", "1")) -> str:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / script), "--threads", "1", *args],
+        [sys.executable, str(REPO / "benchmarks" / script), *threads, *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -71,3 +77,52 @@ def test_bench_long_doc_prints_memory_per_store_setting():
     for store, dtype in (("all", "float32"), ("all", "float16"), ("mix", "float32"), ("none", "float32")):
         assert re.search(rf"^{store} \| {dtype} \| {NUMBER} \| {NUMBER} \| ", out, re.M), out
     assert re.search(r"^all \| float32 .* \| \(3, 300, 256\)$", out, re.M), out
+
+
+NER_DATA = [
+    ("Alice visited Berlin .", [(0, 5, "PER"), (14, 20, "LOC")]),
+    ("The UN met in Geneva on Monday .", [(4, 6, "ORG"), (14, 20, "LOC")]),
+    ("Bob flew to Lagos .", [(0, 3, "PER"), (12, 17, "LOC")]),
+]
+
+
+def test_bench_int8_ner_scores_one_trained_pipeline_at_each_precision(tmp_path):
+    options, weights = tmp_path / "options.json", tmp_path / "weights.hdf5"
+    tiny_bilm(seed=3).to_files(options, weights)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
+    parser = {"@architectures": "spacy.TransitionBasedParser.v2", "state_type": "ner", "extra_state_tokens": False}
+    parser.update(
+        hidden_width=16, maxout_pieces=2, use_upper=True, tok2vec={"@architectures": "spacy-elmo.ElmoListener.v1"}
+    )
+    nlp.add_pipe("ner", config={"model": parser})
+    examples = [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in NER_DATA]
+    optimizer = nlp.initialize(lambda: examples)
+    for _ in range(2):
+        nlp.update(examples, sgd=optimizer)
+    nlp.to_disk(tmp_path / "pipeline")
+    DocBin(docs=[eg.reference for eg in examples]).to_disk(tmp_path / "dev.spacy")
+    out = run_benchmark(
+        "bench_int8_ner.py", str(tmp_path / "pipeline"), str(tmp_path / "dev.spacy"),
+        "--precision", "fp32", "int8", "bf16", "--force-bf16",
+    )  # fmt: skip
+    for label in ("fp32", "int8", r"bf16(?: \(emulated\))?"):
+        assert re.search(rf"^{label}: ents_f {NUMBER} \(\d+ tokens in {NUMBER} s", out, re.M), out
+    for label in ("int8", r"bf16(?: \(emulated\))?"):
+        assert re.search(rf"^{label} - fp32: [+-]{NUMBER} F1$", out, re.M), out
+
+
+@pytest.mark.slow  # three pretraining processes, bf16 emulated where the CPU has none: about a minute
+def test_bf16_loss_curve_compares_bf16_with_the_fp32_seeds(tmp_path):
+    text = str(REPO / "tests" / "data" / "sample_sentences.txt")
+    out = run_benchmark(
+        "bf16_loss_curve.py", text, text, "--config", "configs/pretrain_tiny.cfg", "--steps", "2",
+        "--eval-every", "1", "--seeds", "0", "1", "--out", str(tmp_path / "runs"), threads=(),
+    )  # fmt: skip
+    rows = re.findall(rf"^ +(\d) \| ({NUMBER}) ({NUMBER}) \| {NUMBER} \| {NUMBER} \| ({NUMBER}) \|", out, re.M)
+    assert [row[0] for row in rows] == ["1", "2", "2"], out  # perplexity at steps 1 and 2, the loss at step 2
+    first_fp32, first_bf16 = float(rows[0][1]), float(rows[0][3])
+    assert abs(first_bf16 - first_fp32) < 0.05 * first_fp32  # one bf16 step from the same seed: the same model
+    assert re.search(
+        r"^bf16 within the fp32 seeds' noise: held-out perplexity (yes|NO), training loss (yes|NO)$", out, re.M
+    )
