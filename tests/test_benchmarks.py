@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Sequence
 
 import pytest
-import spacy
 from spacy.tokens import DocBin
-from spacy.training import Example
 
-from .conftest import tiny_bilm
+from .conftest import DATA, tiny_bilm
+from .test_listener import examples, train
+from .test_listener import make_nlp as make_ner_nlp
 
 REPO = Path(__file__).parent.parent
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
@@ -79,29 +79,13 @@ def test_bench_long_doc_prints_memory_per_store_setting():
     assert re.search(r"^all \| float32 .* \| \(3, 300, 256\)$", out, re.M), out
 
 
-NER_DATA = [
-    ("Alice visited Berlin .", [(0, 5, "PER"), (14, 20, "LOC")]),
-    ("The UN met in Geneva on Monday .", [(4, 6, "ORG"), (14, 20, "LOC")]),
-    ("Bob flew to Lagos .", [(0, 3, "PER"), (12, 17, "LOC")]),
-]
-
-
 def test_bench_int8_ner_scores_one_trained_pipeline_at_each_precision(tmp_path):
     options, weights = tmp_path / "options.json", tmp_path / "weights.hdf5"
     tiny_bilm(seed=3).to_files(options, weights)
-    nlp = spacy.blank("en")
-    nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
-    parser = {"@architectures": "spacy.TransitionBasedParser.v2", "state_type": "ner", "extra_state_tokens": False}
-    parser.update(
-        hidden_width=16, maxout_pieces=2, use_upper=True, tok2vec={"@architectures": "spacy-elmo.ElmoListener.v1"}
-    )
-    nlp.add_pipe("ner", config={"model": parser})
-    examples = [Example.from_dict(nlp.make_doc(text), {"entities": ents}) for text, ents in NER_DATA]
-    optimizer = nlp.initialize(lambda: examples)
-    for _ in range(2):
-        nlp.update(examples, sgd=optimizer)
+    nlp = make_ner_nlp((str(options), str(weights)))
+    train(nlp, steps=2)
     nlp.to_disk(tmp_path / "pipeline")
-    DocBin(docs=[eg.reference for eg in examples]).to_disk(tmp_path / "dev.spacy")
+    DocBin(docs=[eg.reference for eg in examples(nlp)]).to_disk(tmp_path / "dev.spacy")
     out = run_benchmark(
         "bench_int8_ner.py", str(tmp_path / "pipeline"), str(tmp_path / "dev.spacy"),
         "--precision", "fp32", "int8", "bf16", "--force-bf16",
@@ -114,7 +98,7 @@ def test_bench_int8_ner_scores_one_trained_pipeline_at_each_precision(tmp_path):
 
 @pytest.mark.slow  # three pretraining processes, bf16 emulated where the CPU has none: about a minute
 def test_bf16_loss_curve_compares_bf16_with_the_fp32_seeds(tmp_path):
-    text = str(REPO / "tests" / "data" / "sample_sentences.txt")
+    text = str(DATA / "sample_sentences.txt")
     out = run_benchmark(
         "bf16_loss_curve.py", text, text, "--config", "configs/pretrain_tiny.cfg", "--steps", "2",
         "--eval-every", "1", "--seeds", "0", "1", "--out", str(tmp_path / "runs"), threads=(),
