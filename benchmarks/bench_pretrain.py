@@ -1,6 +1,7 @@
 """Pretraining speed: tokens/s of training steps for the small biLM.
 
     python benchmarks/bench_pretrain.py [--config configs/pretrain_small.cfg] [--precision fp32 bf16] [--steps 8]
+        [--profile STEPS]
 
 Builds the model, softmax and batch size of a pretraining config (by default
 ``configs/pretrain_small.cfg``: the published small configuration,
@@ -11,6 +12,8 @@ of one step counted by torch's FlopCounterMode) and the fraction of the
 matmul ceiling of that precision, measured beside each of ``--repeats`` timings
 (medians reported). FLOPs are counted with the packed kernels swapped for plain
 aten matmuls (``kernels.unpacked``): FlopCounterMode does not see the packed ops.
+``--profile N`` then prints where N steps' time went per precision
+(``torch.profiler``, ops by self CPU time: shares, which may be taken beside other jobs).
 
 bf16 runs only where the CPU has native bf16 (AVX512-BF16 or AMX): elsewhere
 torch emulates it and a step takes minutes, so the script prints the bf16
@@ -26,6 +29,7 @@ from typing import NamedTuple
 import numpy
 import torch
 from machine import header
+from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from spacy_elmo.bilm.kernels import native_cpu_bf16, unpacked
@@ -98,33 +102,54 @@ def language_model(config, vocab_size: int) -> BidirectionalLM:
     return BidirectionalLM(bilm, head).train()
 
 
-def measure(precision: str, config, text: TrainingText, steps: int, repeats: int) -> None:
-    """Time ``repeats`` x ``steps`` training steps in one precision and print the medians."""
+def make_step(precision: str, config, text: TrainingText):
+    """``step(i)``: one training step as ``pretrain`` runs it (batch building included) on the
+    epoch's i-th batch, cycling; returns the tokens it predicted."""
     corpus, sentences, _, type_words, batches = text
     training = config["training"]
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     lm = language_model(config, text.vocab_size)
     optimizer = make_optimizer(config, lm)  # the update pretrain runs (fused AdamW where there is one)
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
 
-    def step(batch):
+    def step(i: int) -> int:
+        batch = make_batch([sentences[j] for j in batches[i % len(batches)]], corpus.type_chars, type_words)
         train_step(lm, optimizer, batch, training["dropout"], training["grad_clip"], autocast)
+        return int((batch[3] - 2).sum())
 
-    def tensors(i):
-        return make_batch([sentences[j] for j in batches[i % len(batches)]], corpus.type_chars, type_words)
+    return step
 
-    step(tensors(0))  # warm-up
+
+def print_profile(precision: str, config, text: TrainingText, steps: int, rows: int = 15) -> None:
+    """Where a step's time goes: ``torch.profiler``'s ops by self CPU time over ``steps`` steps
+    (after two warm-up steps), as shares of the total."""
+    step = make_step(precision, config, text)
+    step(0), step(1)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(2, 2 + steps):
+            step(i)
+    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    total = sum(e.self_cpu_time_total for e in events)
+    print(f"{precision} profile, {steps} steps: self CPU time by op (share of {total / 1e6:.2f} s)")
+    for event in events[:rows]:
+        print(f"  {event.self_cpu_time_total / total:6.1%}  {event.count:6d} calls  {event.key}")
+
+
+def measure(precision: str, config, text: TrainingText, steps: int, repeats: int) -> float:
+    """Time ``repeats`` x ``steps`` training steps in one precision, print the medians and
+    return the median tokens/s."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    step = make_step(precision, config, text)
+    step(0)  # warm-up
     with unpacked(), FlopCounterMode(display=False) as counter:
-        step(tensors(1))
-    flops_per_token = counter.get_total_flops() / sum(len(sentences[j]) for j in batches[1])
-    rates, fractions = [], []
+        step(1)
+    flops_per_token = counter.get_total_flops() / sum(len(text.sentences[j]) for j in text.batches[1])
+    rates, fractions, ceilings = [], [], []
     for repeat in range(repeats):
-        ceiling = timed_ceiling(dtype)  # beside each timing: shared hosts drift
+        ceilings.append(timed_ceiling(dtype))  # beside each timing: shared hosts drift
+        ceiling = ceilings[-1]
         tokens, start = 0, time.perf_counter()
         for i in range(2, 2 + steps):
-            batch = tensors(i + repeat * steps)
-            step(batch)
-            tokens += int((batch[3] - 2).sum())
+            tokens += step(i + repeat * steps)
         rates.append(tokens / (time.perf_counter() - start))
         fractions.append(rates[-1] * flops_per_token / 1e9 / ceiling)
     rate = statistics.median(rates)
@@ -132,8 +157,10 @@ def measure(precision: str, config, text: TrainingText, steps: int, repeats: int
         f"{precision}: {rate:7.0f} tokens/s (median of {repeats} x {steps} steps; "
         f"range {min(rates):.0f}-{max(rates):.0f})  {flops_per_token / 1e6:.1f} MFLOP/token  "
         f"{rate * flops_per_token / 1e9:.1f} GFLOP/s  fraction of the matmul ceiling "
-        f"{statistics.median(fractions):.2f} (range {min(fractions):.2f}-{max(fractions):.2f})"
+        f"{statistics.median(fractions):.2f} (range {min(fractions):.2f}-{max(fractions):.2f}; "
+        f"{precision} matmul ceiling {statistics.median(ceilings):.1f} GFLOP/s)"
     )
+    return rate
 
 
 def main() -> None:
@@ -145,6 +172,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--profile", type=int, default=0, help="after the timings, profile this many steps per precision (shares)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(header(args.threads))
@@ -160,6 +190,7 @@ def main() -> None:
         f"torch {torch.__version__}, softmax {training['softmax']}, "
         f"vocab {text.vocab_size}, batch {batch_tokens} tokens, native bf16: {native_bf16}"
     )
+    rates = {}
     for precision in args.precision:
         if precision == "bf16" and not (native_bf16 or args.force_bf16):
             ceiling = timed_ceiling(torch.bfloat16)
@@ -168,7 +199,11 @@ def main() -> None:
                 f"emulated); --force-bf16 runs it anyway"
             )
             continue
-        measure(precision, config, text, args.steps, args.repeats)
+        rates[precision] = measure(precision, config, text, args.steps, args.repeats)
+        if args.profile:
+            print_profile(precision, config, text, args.profile)
+    if "fp32" in rates and "bf16" in rates:
+        print(f"bf16 / fp32 tokens/s: {rates['bf16'] / rates['fp32']:.2f}x (same run)")
 
 
 if __name__ == "__main__":

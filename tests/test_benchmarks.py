@@ -46,9 +46,19 @@ def test_bench_pretrain_prints_tokens_per_second_and_the_ceiling_fraction():
         "1",
         "--repeats",
         "1",
+        "--profile",
+        "1",
     )
-    assert re.search(rf"^fp32: +{NUMBER} tokens/s .* fraction of the matmul ceiling {NUMBER}", out, re.M), out
+    assert re.search(
+        rf"^fp32: +{NUMBER} tokens/s .* fraction of the matmul ceiling {NUMBER} .*fp32 matmul ceiling {NUMBER} GFLOP/s",
+        out,
+        re.M,
+    ), out
     assert "pretrain_tiny.cfg: projection 16" in out
+    # --profile: the step's ops by their share of its time, the largest first
+    shares = [float(s) for s in re.findall(r"^ +(\d+\.\d)%  +\d+ calls  \S", out, re.M)]
+    assert shares and shares == sorted(shares, reverse=True) and sum(shares) <= 100.05, out
+    assert re.search(r"^fp32 profile, 1 steps: self CPU time by op", out, re.M), out
 
 
 def test_bench_bilm_prints_speed_int8_deviation_and_the_type_cache():
