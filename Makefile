@@ -12,7 +12,7 @@ TORCH_VERSION ?= 2.13.0
 TORCH_PIP_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup lint test test-slow demo embed-sample bench bench-pipelines clean
+.PHONY: setup lint test test-slow demo embed-sample bench bench-bf16 bench-pipelines clean
 
 setup: $(VENV)/.installed
 
@@ -46,6 +46,14 @@ embed-sample: setup
 
 bench: setup
 	$(PY) benchmarks/bench_bilm.py
+
+# The bf16 rows of docs/speed.md, three runs each (their median is what the table quotes):
+# pretraining and embedding, fp32 beside bf16 (and int8) in every run. Run it alone on the
+# machine, on a CPU with native bf16; the embedding runs read CoNLL dev (`spacy project run
+# fetch-conll` then `prepare-conll`).
+bench-bf16: setup
+	for run in 1 2 3; do $(PY) benchmarks/bench_pretrain.py --config configs/pretrain_en_wide.cfg --precision fp32 bf16 --repeats 3; done
+	for run in 1 2 3; do $(PY) benchmarks/bench_bilm.py --text corpus/conll/dev.spacy; done
 
 # Words/s of whole NER pipelines (CNN, vectors, ELMo, a roberta-base-sized transformer)
 # on CoNLL's test sentences (built by the project's workflow); needs the bench extra.
