@@ -171,7 +171,8 @@ def search_lines(investigations: Records, scored_runs: Records) -> List[str]:
         "search-ner` / `search-sentiment`). Every run to convergence under the same stopping rule. "
         "Dev: NER F1; sentiment macro F1 / accuracy (macro F1 picks the best step). "
         "Minutes: training time from the run's log (all stretches); the search runs trained on one thread "
-        "beside one other job, the efficiency rows are the scored runs' seed 0 (other machines, other loads).",
+        "beside one other job, on the AVX2 EPYC unless docs/results.md's run notes name another CPU; the "
+        "efficiency rows are the scored runs' seed 0 (other machines, other loads).",
         "",
         "| task | candidate | vectors: dev | vectors + ELMo: dev | ELMo's gain | minutes (vectors / + ELMo) |",
         "|---|---|---|---|---|---|",
