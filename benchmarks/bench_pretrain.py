@@ -119,13 +119,11 @@ def make_step(precision: str, config, text: TrainingText):
     return step
 
 
-def print_profile(precision: str, config, text: TrainingText, steps: int, rows: int = 15) -> None:
-    """Where a step's time goes: ``torch.profiler``'s ops by self CPU time over ``steps`` steps
-    (after two warm-up steps), as shares of the total."""
-    step = make_step(precision, config, text)
-    step(0), step(1)
+def print_profile(precision: str, step, first: int, steps: int, rows: int = 15) -> None:
+    """Where a step's time goes: ``torch.profiler``'s ops by self CPU time over ``steps`` steps of
+    ``step`` (already warmed up by the timings) from batch ``first`` on, as shares of the total."""
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for i in range(2, 2 + steps):
+        for i in range(first, first + steps):
             step(i)
     events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
     total = sum(e.self_cpu_time_total for e in events)
@@ -134,19 +132,18 @@ def print_profile(precision: str, config, text: TrainingText, steps: int, rows: 
         print(f"  {event.self_cpu_time_total / total:6.1%}  {event.count:6d} calls  {event.key}")
 
 
-def measure(precision: str, config, text: TrainingText, steps: int, repeats: int) -> float:
-    """Time ``repeats`` x ``steps`` training steps in one precision, print the medians and
-    return the median tokens/s."""
+def measure(precision: str, step, text: TrainingText, steps: int, repeats: int) -> float:
+    """Time ``repeats`` x ``steps`` calls of ``step`` (batches 2 on; 0 warms up, 1 counts the
+    FLOPs), print the medians and return the median tokens/s."""
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    step = make_step(precision, config, text)
     step(0)  # warm-up
     with unpacked(), FlopCounterMode(display=False) as counter:
         step(1)
     flops_per_token = counter.get_total_flops() / sum(len(text.sentences[j]) for j in text.batches[1])
     rates, fractions, ceilings = [], [], []
     for repeat in range(repeats):
-        ceilings.append(timed_ceiling(dtype))  # beside each timing: shared hosts drift
-        ceiling = ceilings[-1]
+        ceiling = timed_ceiling(dtype)  # beside each timing: shared hosts drift
+        ceilings.append(ceiling)
         tokens, start = 0, time.perf_counter()
         for i in range(2, 2 + steps):
             tokens += step(i + repeat * steps)
@@ -199,9 +196,10 @@ def main() -> None:
                 f"emulated); --force-bf16 runs it anyway"
             )
             continue
-        rates[precision] = measure(precision, config, text, args.steps, args.repeats)
+        step = make_step(precision, config, text)
+        rates[precision] = measure(precision, step, text, args.steps, args.repeats)
         if args.profile:
-            print_profile(precision, config, text, args.profile)
+            print_profile(precision, step, 2 + args.repeats * args.steps, args.profile)
     if "fp32" in rates and "bf16" in rates:
         print(f"bf16 / fp32 tokens/s: {rates['bf16'] / rates['fp32']:.2f}x (same run)")
 
