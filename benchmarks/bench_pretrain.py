@@ -173,6 +173,8 @@ def main() -> None:
         "--profile", type=int, default=0, help="after the timings, profile this many steps per precision (shares)"
     )
     args = parser.parse_args()
+    if args.profile < 0:
+        parser.error(f"--profile: a number of steps >= 0, got {args.profile}")
     torch.set_num_threads(args.threads)
     print(header(args.threads))
     # Only the architecture and [training] are read (a warm-start config needs a starting biLM to run).

@@ -61,6 +61,19 @@ def test_bench_pretrain_prints_tokens_per_second_and_the_ceiling_fraction():
     assert re.search(r"^fp32 profile, 1 steps: self CPU time by op", out, re.M), out
 
 
+def test_bench_pretrain_refuses_a_negative_profile_count_before_building_anything():
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_pretrain.py"), "--profile", "-1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].endswith("--profile: a number of steps >= 0, got -1"), done.stderr
+    assert "CPU:" not in done.stdout  # refused before the header (and any model) is built
+
+
 def test_bench_bilm_prints_speed_int8_deviation_and_the_type_cache():
     out = run_benchmark(
         "bench_bilm.py", "--sizes", "small", "--repeats", "1", "--sentences", "2", "--tokens", "5",
