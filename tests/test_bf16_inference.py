@@ -55,6 +55,18 @@ def test_bf16_linear_is_close_to_fp32_and_returns_fp32(forced, packed, with_bias
     assert 0 < float((got - expected).abs().max()) < 0.02 * float(expected.abs().max())
 
 
+@pytest.mark.parametrize("packed", [True, False])
+def test_bf16_product_is_the_bf16_gemm_result_without_bias_and_fp32_kernels_refuse_it(forced, packed):
+    torch.manual_seed(0)
+    weight, x, bias = torch.randn(24, 40), torch.randn(5, 24), torch.randn(40)
+    kernel = PackedLinear(weight, bias, "bf16", packed=packed)
+    product = kernel.bf16_product(x)
+    assert product.dtype == torch.bfloat16
+    assert torch.equal(kernel(x), torch.add(bias, product))  # the call widens the same product
+    with pytest.raises(ElmoError, match="bf16_product needs a bf16 kernel"):
+        PackedLinear(weight, bias, "fp32").bf16_product(x)
+
+
 def test_bf16_linear_falls_back_to_plain_where_onednn_cannot_pack(monkeypatch):
     """Claimed native on a CPU whose oneDNN has no bf16 kernels: plain bf16 mm, same values."""
     monkeypatch.setattr(kernels, "native_cpu_bf16", lambda: True)

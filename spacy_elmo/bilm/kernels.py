@@ -165,6 +165,13 @@ class PackedLinear:
                 pass
         self.kind, self.weight = "bf16", transposed.t()
 
+    def bf16_product(self, inputs: Tensor) -> Tensor:
+        """``inputs @ weight`` as a bf16 kernel's GEMM returns it: bf16, without the bias.
+        For callers that widen it into a buffer of their own instead of a fresh tensor."""
+        if not self.kind.startswith("bf16"):
+            raise ElmoError(f"bf16_product needs a bf16 kernel, this one is {self.kind!r}")
+        return self._bf16_product(inputs.to(torch.bfloat16))
+
     def _bf16_call(self, inputs: Tensor, add: Optional[Tensor]) -> Tensor:
         """fp32 out: the first fp32 addend promotes the bf16 product in the same pass."""
         product = self._bf16_product(inputs.to(torch.bfloat16))

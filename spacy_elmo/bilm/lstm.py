@@ -11,7 +11,7 @@ outside the recurrent loop) and a state part, and the gate blocks are stored
 as (i, f, o, j) so the three sigmoids are one call.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
 import torch
@@ -114,7 +114,7 @@ class ProjectedLstm(nn.Module):
             # operands and the gates, cell state and gradients stay fp32, instead of
             # autocast casting ~15 small ops per step.
             with torch.autocast(inputs.device.type, enabled=False):
-                input_gates = _matmul(flat_inputs, self.input_weight, precision).view(n_steps, batch_size, -1)
+                input_gates = _input_gates(flat_inputs, self.input_weight, precision).view(n_steps, batch_size, -1)
                 outputs = _FusedLstmSequence.apply(
                     input_gates,
                     state[0].float(),
@@ -252,36 +252,52 @@ class _FusedLstmSequence(torch.autograd.Function):
     activations are kept (the gates as the step's GEMM returned them, with the
     bias and the input part fused into it: no copy). Same maths as
     ``ProjectedLstm._run_autograd`` (the tests compare the two).
+
+    With bf16 GEMM operands every bf16 value is widened to fp32 once, into a
+    buffer of the node's (a mixed-dtype op would allocate and fill a widened
+    copy of its bf16 operand first), and the GEMMs' bf16 operands (o * tanh(c),
+    the gate gradients) are rounded once, when they are made, and kept for the
+    weight gradients: no whole-sequence cast forward or backward.
     """
 
     @staticmethod
     def forward(ctx, input_gates, h0, c0, bias, state_weight, proj_weight, cell_clip, proj_clip, precision):
-        """``input_gates (T, B, 4C)``: the inputs' part of the gates, without ``bias (4C,)``;
-        ``precision``: the GEMMs' operands, "fp32" or "bf16" (fp32 results either way)."""
+        """``input_gates (T, B, 4C)``: the inputs' part of the gates, without ``bias (4C,)``, fp32
+        (``precision`` "fp32") or as the bf16 GEMM returned it ("bf16": bf16 GEMM operands;
+        the gates, cell state and outputs are fp32 either way)."""
         n_steps, batch_size, four_c = input_gates.shape
         C = four_c // 4
         P = proj_weight.shape[1]
-        acts: List[Tensor] = []  # per step: sigmoid(i, f, o), tanh(j)
-        cells = input_gates.new_empty(n_steps + 1, batch_size, C)  # c_{t-1} for t = 0..T
-        hiddens = input_gates.new_empty(n_steps + 1, batch_size, P)  # h_{t-1} for t = 0..T
-        mixed = input_gates.new_empty(n_steps, batch_size, C)  # o * tanh(c), before the projection
-        tanh_cells = input_gates.new_empty(n_steps, batch_size, C)
+        bf16 = precision == "bf16"
+        fp32 = dict(dtype=torch.float32, device=input_gates.device)
+        cells = torch.empty(n_steps + 1, batch_size, C, **fp32)  # c_{t-1} for t = 0..T
+        hiddens = torch.empty(n_steps + 1, batch_size, P, **fp32)  # h_{t-1} for t = 0..T
+        # o * tanh(c), before the projection: the projection's operand (bf16: rounded once here)
+        gemm_dtype = torch.bfloat16 if bf16 else torch.float32
+        mixed = torch.empty(n_steps, batch_size, C, dtype=gemm_dtype, device=cells.device)
+        tanh_cells = torch.empty(n_steps, batch_size, C, **fp32)
         cells[0] = c0
         hiddens[0] = h0
         state_mm = PackedLinear(state_weight, bias, precision)
         proj_mm = PackedLinear(proj_weight, precision=precision)
+        acts: Union[_Bf16Gates, _Fp32Gates]
+        acts = _Bf16Gates(input_gates, bias, state_mm) if bf16 else _Fp32Gates(input_gates, state_mm)
+        mixed_fp32 = torch.empty(batch_size, C, **fp32) if bf16 else None
         for t in range(n_steps):
-            gates = state_mm(hiddens[t], add=input_gates[t])
-            acts.append(gates)
+            gates = acts.step(t, hiddens[t])
             gates[:, : 3 * C].sigmoid_()
             gates[:, 3 * C :].tanh_()
             c = torch.mul(gates[:, C : 2 * C], cells[t], out=cells[t + 1])
             c.addcmul_(gates[:, :C], gates[:, 3 * C :])
             if cell_clip:
                 c.clamp_(-cell_clip, cell_clip)
-            torch.mul(torch.tanh(c, out=tanh_cells[t]), gates[:, 2 * C : 3 * C], out=mixed[t])
+            o_tanh_c = mixed_fp32 if mixed_fp32 is not None else mixed[t]
+            torch.mul(torch.tanh(c, out=tanh_cells[t]), gates[:, 2 * C : 3 * C], out=o_tanh_c)
             h = hiddens[t + 1]
-            h.copy_(proj_mm(mixed[t]))
+            if bf16:
+                h.copy_(proj_mm.bf16_product(mixed[t].copy_(o_tanh_c)))
+            else:
+                h.copy_(proj_mm(o_tanh_c))
             if proj_clip:
                 h.clamp_(-proj_clip, proj_clip)
         # Where a clip bound was reached the gradient stops. (Read off the clipped
@@ -290,7 +306,7 @@ class _FusedLstmSequence(torch.autograd.Function):
         cell_kept = cells[1:].abs() < cell_clip if cell_clip else None
         proj_kept = hiddens[1:].abs() < proj_clip if proj_clip else None
         # Intermediates may live on ctx; inputs and outputs must be saved.
-        ctx.acts, ctx.precision = acts, precision
+        ctx.acts, ctx.precision, ctx.gates_dtype = acts.kept, precision, input_gates.dtype
         ctx.save_for_backward(cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight)
         return hiddens[1:].clone()
 
@@ -299,12 +315,14 @@ class _FusedLstmSequence(torch.autograd.Function):
         cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight = ctx.saved_tensors
         acts = ctx.acts
         n_steps, batch_size, C = len(acts), grad_outputs.shape[1], cells.shape[-1]
-        four_c = 4 * C
-        grad_gates = cells.new_empty(n_steps, batch_size, four_c)
+        precision = ctx.precision
+        grad_gates = cells.new_empty(n_steps, batch_size, 4 * C)
+        # bf16: each step's gate gradients rounded once, the operand of its GEMM and of the
+        # weight gradient's, and the input part's gradient (its GEMM's dtype)
+        gemm_grad_gates = torch.empty_like(grad_gates, dtype=torch.bfloat16) if precision == "bf16" else grad_gates
         grad_proj_in = grad_outputs.new_empty(n_steps, batch_size, hiddens.shape[-1])
         grad_h = grad_outputs.new_zeros(batch_size, hiddens.shape[-1])
         grad_c = cells.new_zeros(batch_size, C)
-        precision = ctx.precision
         proj_t_mm = PackedLinear(proj_weight.t(), precision=precision)
         state_t_mm = PackedLinear(state_weight.t(), precision=precision)
         # Masks as floats once, not a bool-to-float promotion on every step.
@@ -332,14 +350,44 @@ class _FusedLstmSequence(torch.autograd.Function):
             torch.mul(dc, i, out=g[:, 3 * C :])
             _tanh_backward_into(g[:, 3 * C :], j, grad_input=g[:, 3 * C :])
             grad_c = dc.mul_(f)
-            grad_h = state_t_mm(g)
-        flat_gates = grad_gates.view(n_steps * batch_size, four_c)
+            grad_h = state_t_mm(gemm_grad_gates[t].copy_(g) if precision == "bf16" else g)
+        flat_gates = gemm_grad_gates.view(n_steps * batch_size, 4 * C)
         grad_state_weight = _matmul(hiddens[:-1].reshape(n_steps * batch_size, -1).t(), flat_gates, precision)
         grad_proj_weight = _matmul(
             mixed.view(n_steps * batch_size, C).t(), grad_proj_in.view(n_steps * batch_size, -1), precision
         )
-        grad_bias = flat_gates.sum(0)
-        return grad_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None, None
+        grad_bias = grad_gates.view(n_steps * batch_size, 4 * C).sum(0)
+        grad_input_gates = gemm_grad_gates if ctx.gates_dtype == torch.bfloat16 else grad_gates
+        return grad_input_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None, None
+
+
+class _Fp32Gates:
+    """Each step's gates, fp32: the recurrent GEMM with the bias and the input part fused in."""
+
+    def __init__(self, input_gates: Tensor, state_mm: PackedLinear):
+        self.input_gates, self.state_mm = input_gates, state_mm
+        self.kept: List[Tensor] = []
+
+    def step(self, t: int, h: Tensor) -> Tensor:
+        gates = self.state_mm(h, add=self.input_gates[t])
+        self.kept.append(gates)
+        return gates
+
+
+class _Bf16Gates:
+    """Each step's gates in fp32 from bf16 GEMM results: the input part and the recurrent
+    product widened into buffers (one fp32 tensor for all steps, one reused), then the bias:
+    (input + product) + bias, the sums a mixed-dtype add makes, without its copies."""
+
+    def __init__(self, input_gates: Tensor, bias: Tensor, state_mm: PackedLinear):
+        self.input_gates, self.bias, self.state_mm = input_gates, bias, state_mm
+        self.kept = torch.empty(input_gates.shape, dtype=torch.float32, device=input_gates.device)
+        self.widened = torch.empty(input_gates.shape[1:], dtype=torch.float32, device=input_gates.device)
+
+    def step(self, t: int, h: Tensor) -> Tensor:
+        gates = self.kept[t].copy_(self.input_gates[t])
+        gates.add_(self.widened.copy_(self.state_mm.bf16_product(h)))
+        return gates.add_(self.bias)
 
 
 def _fused_matmul_precision(device_type: str) -> Optional[str]:
@@ -348,6 +396,14 @@ def _fused_matmul_precision(device_type: str) -> Optional[str]:
     if not torch.is_autocast_enabled(device_type):
         return "fp32"
     return "bf16" if torch.get_autocast_dtype(device_type) == torch.bfloat16 else None
+
+
+def _input_gates(inputs: Tensor, input_weight: Tensor, precision: str) -> Tensor:
+    """``inputs @ input_weight`` for all steps: fp32, or bf16 as the bf16 GEMM returns it
+    (the fused node widens it a step at a time: no whole-sequence cast, nor its gradient's)."""
+    if precision == "bf16":
+        return torch.mm(inputs.to(torch.bfloat16), input_weight.to(torch.bfloat16))
+    return torch.mm(inputs.float(), input_weight)
 
 
 def _matmul(a: Tensor, b: Tensor, precision: str) -> Tensor:
