@@ -115,3 +115,17 @@ def test_the_readme_results_tables_are_those_of_the_results_page():
     rows = [line for line in readme.splitlines() if line.startswith("| ") and "± " in line]
     assert len(rows) == 9  # 4 NER configs, 5 sentiment configs
     assert [row for row in rows if row not in results.splitlines()] == []
+
+
+def test_the_readme_speed_figures_are_those_of_the_speed_page():
+    """Every words/s and ratio in the front page's speed table is in docs/speed.md's tables."""
+    readme = (REPO / "README.md").read_text(encoding="utf8")
+    speed = (REPO / "docs" / "speed.md").read_text(encoding="utf8")
+    section = readme.split("## Speed beside a transformer", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| pipeline")]
+    assert len(rows) == 4
+    figures = [f for row in rows for cell in row.split(" | ")[1:3] for f in cell.split(" / ")]
+    table_cells = {
+        cell.strip().strip("*") for line in speed.splitlines() if line.startswith("|") for cell in line.split("|")
+    }
+    assert len(figures) == 16 and [f for f in figures if f not in table_cells] == []
