@@ -269,20 +269,20 @@ class _FusedLstmSequence(torch.autograd.Function):
         C = four_c // 4
         P = proj_weight.shape[1]
         bf16 = precision == "bf16"
-        fp32 = dict(dtype=torch.float32, device=input_gates.device)
-        cells = torch.empty(n_steps + 1, batch_size, C, **fp32)  # c_{t-1} for t = 0..T
-        hiddens = torch.empty(n_steps + 1, batch_size, P, **fp32)  # h_{t-1} for t = 0..T
-        # o * tanh(c), before the projection: the projection's operand (bf16: rounded once here)
-        gemm_dtype = torch.bfloat16 if bf16 else torch.float32
-        mixed = torch.empty(n_steps, batch_size, C, dtype=gemm_dtype, device=cells.device)
-        tanh_cells = torch.empty(n_steps, batch_size, C, **fp32)
+        state = dict(dtype=torch.float32, device=input_gates.device)  # fp32 under bf16 too
+        cells = torch.empty(n_steps + 1, batch_size, C, **state)  # c_{t-1} for t = 0..T
+        hiddens = torch.empty(n_steps + 1, batch_size, P, **state)  # h_{t-1} for t = 0..T
+        # o * tanh(c), before the projection: the projection's operand, in the GEMMs' dtype
+        # (bf16: rounded once, here)
+        mixed = input_gates.new_empty(n_steps, batch_size, C)
+        tanh_cells = torch.empty(n_steps, batch_size, C, **state)
         cells[0] = c0
         hiddens[0] = h0
         state_mm = PackedLinear(state_weight, bias, precision)
         proj_mm = PackedLinear(proj_weight, precision=precision)
         acts: Union[_Bf16Gates, _Fp32Gates]
         acts = _Bf16Gates(input_gates, bias, state_mm) if bf16 else _Fp32Gates(input_gates, state_mm)
-        mixed_fp32 = torch.empty(batch_size, C, **fp32) if bf16 else None
+        mixed_fp32 = torch.empty(batch_size, C, **state) if bf16 else None
         for t in range(n_steps):
             gates = acts.step(t, hiddens[t])
             gates[:, : 3 * C].sigmoid_()
