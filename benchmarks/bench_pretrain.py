@@ -10,7 +10,9 @@ and trains on synthetic Zipfian text (pseudo-words of 2-12 letters, sentences
 of 15-35 tokens) exactly as ``pretrain`` does (dropout, AdamW, grad clip). Prints tokens/s per precision, the executed GFLOP/s (FLOPs
 of one step counted by torch's FlopCounterMode) and the fraction of the
 matmul ceiling of that precision, measured beside each of ``--repeats`` timings
-(medians reported). FLOPs are counted with the packed kernels swapped for plain
+(medians reported). The precisions' repeats alternate (fp32, bf16, fp32, ...),
+on the same batches, so host drift moves both: with both, the bf16/fp32 ratio
+of the medians and of each repeat's pair are printed. FLOPs are counted with the packed kernels swapped for plain
 aten matmuls (``kernels.unpacked``): FlopCounterMode does not see the packed ops.
 ``--profile N`` then prints where N steps' time went per precision
 (``torch.profiler``, ops by self CPU time: shares, which may be taken beside other jobs).
@@ -24,7 +26,7 @@ import argparse
 import statistics
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import List, NamedTuple
 
 import numpy
 import torch
@@ -132,30 +134,44 @@ def print_profile(precision: str, step, first: int, steps: int, rows: int = 15) 
         print(f"  {event.self_cpu_time_total / total:6.1%}  {event.count:6d} calls  {event.key}")
 
 
-def measure(precision: str, step, text: TrainingText, steps: int, repeats: int) -> float:
-    """Time ``repeats`` x ``steps`` calls of ``step`` (batches 2 on; 0 warms up, 1 counts the
-    FLOPs), print the medians and return the median tokens/s."""
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    step(0)  # warm-up
+class Timings(NamedTuple):
+    """One precision's repeats: tokens/s and the matmul ceiling timed beside each."""
+
+    flops_per_token: float
+    rates: List[float]
+    ceilings: List[float]
+
+
+def warm_up(step, text: TrainingText) -> Timings:
+    """Batch 0 warms up, batch 1 counts the FLOPs of a step (plain aten matmuls: see above)."""
+    step(0)
     with unpacked(), FlopCounterMode(display=False) as counter:
         step(1)
-    flops_per_token = counter.get_total_flops() / sum(len(text.sentences[j]) for j in text.batches[1])
-    rates, fractions, ceilings = [], [], []
-    for repeat in range(repeats):
-        ceiling = timed_ceiling(dtype)  # beside each timing: shared hosts drift
-        ceilings.append(ceiling)
-        tokens, start = 0, time.perf_counter()
-        for i in range(2, 2 + steps):
-            tokens += step(i + repeat * steps)
-        rates.append(tokens / (time.perf_counter() - start))
-        fractions.append(rates[-1] * flops_per_token / 1e9 / ceiling)
+    flops = counter.get_total_flops() / sum(len(text.sentences[j]) for j in text.batches[1])
+    return Timings(flops, [], [])
+
+
+def time_repeat(precision: str, step, timings: Timings, steps: int, repeat: int) -> None:
+    """One repeat: ``steps`` calls of ``step`` on batches 2 on (the same batches for every
+    precision), and the precision's matmul ceiling timed just before (shared hosts drift)."""
+    timings.ceilings.append(timed_ceiling(torch.bfloat16 if precision == "bf16" else torch.float32))
+    tokens, start = 0, time.perf_counter()
+    for i in range(2, 2 + steps):
+        tokens += step(i + repeat * steps)
+    timings.rates.append(tokens / (time.perf_counter() - start))
+
+
+def report(precision: str, timings: Timings, steps: int) -> float:
+    """Print one precision's medians and return its median tokens/s."""
+    rates, flops = timings.rates, timings.flops_per_token
+    fractions = [rate * flops / 1e9 / ceiling for rate, ceiling in zip(rates, timings.ceilings)]
     rate = statistics.median(rates)
     print(
-        f"{precision}: {rate:7.0f} tokens/s (median of {repeats} x {steps} steps; "
-        f"range {min(rates):.0f}-{max(rates):.0f})  {flops_per_token / 1e6:.1f} MFLOP/token  "
-        f"{rate * flops_per_token / 1e9:.1f} GFLOP/s  fraction of the matmul ceiling "
+        f"{precision}: {rate:7.0f} tokens/s (median of {len(rates)} x {steps} steps; "
+        f"range {min(rates):.0f}-{max(rates):.0f})  {flops / 1e6:.1f} MFLOP/token  "
+        f"{rate * flops / 1e9:.1f} GFLOP/s  fraction of the matmul ceiling "
         f"{statistics.median(fractions):.2f} (range {min(fractions):.2f}-{max(fractions):.2f}; "
-        f"{precision} matmul ceiling {statistics.median(ceilings):.1f} GFLOP/s)"
+        f"{precision} matmul ceiling {statistics.median(timings.ceilings):.1f} GFLOP/s)"
     )
     return rate
 
@@ -189,7 +205,7 @@ def main() -> None:
         f"torch {torch.__version__}, softmax {training['softmax']}, "
         f"vocab {text.vocab_size}, batch {batch_tokens} tokens, native bf16: {native_bf16}"
     )
-    rates = {}
+    steps = {}
     for precision in args.precision:
         if precision == "bf16" and not (native_bf16 or args.force_bf16):
             ceiling = timed_ceiling(torch.bfloat16)
@@ -198,12 +214,22 @@ def main() -> None:
                 f"emulated); --force-bf16 runs it anyway"
             )
             continue
-        step = make_step(precision, config, text)
-        rates[precision] = measure(precision, step, text, args.steps, args.repeats)
-        if args.profile:
+        steps[precision] = make_step(precision, config, text)
+    # The precisions' repeats alternate, so a host drifting during the run moves both alike.
+    timings = {precision: warm_up(step, text) for precision, step in steps.items()}
+    for repeat in range(args.repeats):
+        for precision, step in steps.items():
+            time_repeat(precision, step, timings[precision], args.steps, repeat)
+    rates = {precision: report(precision, timings[precision], args.steps) for precision in steps}
+    if args.profile:
+        for precision, step in steps.items():
             print_profile(precision, step, 2 + args.repeats * args.steps, args.profile)
     if "fp32" in rates and "bf16" in rates:
-        print(f"bf16 / fp32 tokens/s: {rates['bf16'] / rates['fp32']:.2f}x (same run)")
+        paired = [b / f for b, f in zip(timings["bf16"].rates, timings["fp32"].rates)]
+        print(
+            f"bf16 / fp32 tokens/s: {rates['bf16'] / rates['fp32']:.2f}x (same run; repeats alternating, "
+            f"each repeat's pair: median {statistics.median(paired):.2f}x, range {min(paired):.2f}-{max(paired):.2f})"
+        )
 
 
 if __name__ == "__main__":

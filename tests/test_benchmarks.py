@@ -61,6 +61,22 @@ def test_bench_pretrain_prints_tokens_per_second_and_the_ceiling_fraction():
     assert re.search(r"^fp32 profile, 1 steps: self CPU time by op", out, re.M), out
 
 
+def test_bench_pretrain_alternates_the_precisions_and_prints_their_ratio_per_repeat_pair():
+    out = run_benchmark(
+        "bench_pretrain.py",
+        *("--config", "configs/pretrain_tiny.cfg", "--precision", "fp32", "bf16", "--force-bf16"),
+        *("--steps", "1", "--repeats", "2"),
+    )
+    for precision in ("fp32", "bf16"):
+        assert re.search(rf"^{precision}: +{NUMBER} tokens/s \(median of 2 x 1 steps", out, re.M), out
+    pair = re.search(
+        rf"^bf16 / fp32 tokens/s: ({NUMBER})x .*median ({NUMBER})x, range ({NUMBER})-({NUMBER})\)$", out, re.M
+    )
+    assert pair, out
+    low, high = float(pair.group(3)), float(pair.group(4))
+    assert 0 < low <= float(pair.group(2)) <= high, out
+
+
 def test_bench_pretrain_refuses_a_negative_profile_count_before_building_anything():
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench_pretrain.py"), "--profile", "-1"],
