@@ -114,7 +114,7 @@ class ProjectedLstm(nn.Module):
             # operands and the gates, cell state and gradients stay fp32, instead of
             # autocast casting ~15 small ops per step.
             with torch.autocast(inputs.device.type, enabled=False):
-                input_gates = _input_gates(flat_inputs, self.input_weight, precision).view(n_steps, batch_size, -1)
+                input_gates = _gemm(flat_inputs, self.input_weight, precision).view(n_steps, batch_size, -1)
                 outputs = _FusedLstmSequence.apply(
                     input_gates,
                     state[0].float(),
@@ -306,7 +306,7 @@ class _FusedLstmSequence(torch.autograd.Function):
         cell_kept = cells[1:].abs() < cell_clip if cell_clip else None
         proj_kept = hiddens[1:].abs() < proj_clip if proj_clip else None
         # Intermediates may live on ctx; inputs and outputs must be saved.
-        ctx.acts, ctx.precision, ctx.gates_dtype = acts.kept, precision, input_gates.dtype
+        ctx.acts, ctx.precision = acts.kept, precision
         ctx.save_for_backward(cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight)
         return hiddens[1:].clone()
 
@@ -318,7 +318,7 @@ class _FusedLstmSequence(torch.autograd.Function):
         precision = ctx.precision
         grad_gates = cells.new_empty(n_steps, batch_size, 4 * C)
         # bf16: each step's gate gradients rounded once, the operand of its GEMM and of the
-        # weight gradient's, and the input part's gradient (its GEMM's dtype)
+        # weight gradient's, and the input gates' gradient (they are bf16 then: the GEMM's dtype)
         gemm_grad_gates = torch.empty_like(grad_gates, dtype=torch.bfloat16) if precision == "bf16" else grad_gates
         grad_proj_in = grad_outputs.new_empty(n_steps, batch_size, hiddens.shape[-1])
         grad_h = grad_outputs.new_zeros(batch_size, hiddens.shape[-1])
@@ -357,8 +357,7 @@ class _FusedLstmSequence(torch.autograd.Function):
             mixed.view(n_steps * batch_size, C).t(), grad_proj_in.view(n_steps * batch_size, -1), precision
         )
         grad_bias = grad_gates.view(n_steps * batch_size, 4 * C).sum(0)
-        grad_input_gates = gemm_grad_gates if ctx.gates_dtype == torch.bfloat16 else grad_gates
-        return grad_input_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None, None
+        return gemm_grad_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None, None
 
 
 class _Fp32Gates:
@@ -398,19 +397,18 @@ def _fused_matmul_precision(device_type: str) -> Optional[str]:
     return "bf16" if torch.get_autocast_dtype(device_type) == torch.bfloat16 else None
 
 
-def _input_gates(inputs: Tensor, input_weight: Tensor, precision: str) -> Tensor:
-    """``inputs @ input_weight`` for all steps: fp32, or bf16 as the bf16 GEMM returns it
-    (the fused node widens it a step at a time: no whole-sequence cast, nor its gradient's)."""
+def _gemm(a: Tensor, b: Tensor, precision: str) -> Tensor:
+    """``a @ b`` with fp32 or bf16 operands, in their dtype: bf16 as the bf16 GEMM returns it
+    (the fused node widens its input gates a step at a time: no whole-sequence cast, nor its
+    gradient's). Differentiable: casts are."""
     if precision == "bf16":
-        return torch.mm(inputs.to(torch.bfloat16), input_weight.to(torch.bfloat16))
-    return torch.mm(inputs.float(), input_weight)
+        return torch.mm(a.to(torch.bfloat16), b.to(torch.bfloat16))
+    return torch.mm(a.float(), b)
 
 
 def _matmul(a: Tensor, b: Tensor, precision: str) -> Tensor:
-    """``a @ b`` with fp32 or bf16 operands, an fp32 result (differentiable: casts are)."""
-    if precision == "bf16":
-        return torch.mm(a.to(torch.bfloat16), b.to(torch.bfloat16)).float()
-    return torch.mm(a.float(), b)
+    """``a @ b`` with fp32 or bf16 operands, an fp32 result."""
+    return _gemm(a, b, precision).float()
 
 
 def _rows_ending_at(lengths: Optional[Tensor], n_steps: int) -> Dict[int, List[int]]:
