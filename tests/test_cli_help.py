@@ -46,4 +46,4 @@ def test_help_imports_neither_torch_nor_spacy(args, shows):
 
 def test_embed_help_states_the_measured_int8_deviation():
     text, _ = run_help(["embed", "--help"])
-    assert "max abs difference from fp32 0.06-0.15 per layer" in text and "1e-2" not in text
+    assert "max abs difference from fp32 0.11-0.15 per layer" in text and "1e-2" not in text
