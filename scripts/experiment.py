@@ -24,6 +24,15 @@ since, or whose files have changed (a biLM pretrained again), is trained again:
 its metrics file and training directory are first moved to
 ``superseded/<time>/`` beside them. A metrics file written before
 inputs were recorded cannot be checked and is kept, with a note saying so.
+
+``--same-as OTHER`` records a seed already scored under the run OTHER instead of
+training it again, where OTHER's record of that seed is this very run: the same
+config, overrides, input files, data files (train, dev, test; a record from
+before they were recorded is taken at its word, with a note) and gold_preproc.
+The copy names OTHER (``same_as``); otherwise the seed trains as usual. The
+project's final table uses it where the dev search's chosen baseline is an
+existing row's config (NER's ``efficiency_both``: its baseline is
+``ner_vectors``).
 """
 
 import subprocess
@@ -94,12 +103,17 @@ def run_seed(
     gpu_id: int,
     training_dir: Path,
     metrics_dir: Path,
+    same_as: Optional[str] = None,
 ) -> Path:
     out_dir = training_dir / name / f"seed{seed}"
     metrics_file = metrics_dir / name / f"seed{seed}.json"
     inputs = input_fingerprint(overrides)
     if metrics_file.is_file() and not superseded(metrics_file, out_dir, config, inputs):
         typer.echo(f"{metrics_file} exists: seed {seed} of {name} is done")
+        return metrics_file
+    data = data_fingerprint(train, dev, test)
+    run = {"config": str(config), "overrides": overrides, "gold_preproc": gold_preproc, "inputs": inputs, "data": data}
+    if same_as is not None and copied_from(metrics_dir / same_as / f"seed{seed}.json", run, metrics_file, name):
         return metrics_file
     corpus_flags = []
     if gold_preproc:
@@ -122,11 +136,8 @@ def run_seed(
     test_scores = None if test is None else score_test(out_dir, test, gold_preproc, gpu_id)
     result = {
         "name": name,
-        "config": str(config),
+        **run,
         "seed": seed,
-        "overrides": overrides,
-        "gold_preproc": gold_preproc,
-        "inputs": inputs,
         # None for a dev-only run (`investigate`): the test split is kept for the final table.
         "test": test_scores,
         # wall_seconds: this call's training (the last stretch); the log's "seconds" cover all stretches.
@@ -153,6 +164,38 @@ def input_fingerprint(overrides: List[str]) -> Dict[str, str]:
         for key, value in sorted(named.items())
         if key.startswith("paths.") and isinstance(value, str) and Path(value).is_file()
     }
+
+
+def data_fingerprint(train: Path, dev: Path, test: Optional[Path]) -> Dict[str, Optional[str]]:
+    """The sha256 of the data files a seed trains, selects and is scored on."""
+    return {
+        "train": file_sha256(train),
+        "dev": file_sha256(dev),
+        "test": None if test is None else file_sha256(test),
+    }
+
+
+def copied_from(source: Path, run: Dict[str, Any], metrics_file: Path, name: str) -> bool:
+    """Write SOURCE's record as NAME's (``same_as``: its run) if SOURCE is the same run as
+    ``run`` (config, overrides, gold_preproc, input and data files); False if it is not
+    scored yet or is another run (then the seed trains)."""
+    if not source.is_file():
+        typer.echo(f"{source}: not scored yet, so {name} trains this seed itself")
+        return False
+    record = read_json(source, ProjectDataError)
+    differs = resume_training.what_changed(record, Path(run["config"]), run["inputs"])
+    differs += [key for key in ("overrides", "gold_preproc") if record.get(key) != run[key]]
+    if "data" in record:
+        differs += [f"{split} data" for split, sha in run["data"].items() if record["data"].get(split) != sha]
+    else:
+        typer.echo(f"{source}: written before data files were recorded, so taken to be on the same data")
+    if differs:
+        typer.echo(f"{source}: another run ({', '.join(differs)}), so {name} trains this seed itself")
+        return False
+    metrics_file.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(metrics_file, {**record, "name": name, "same_as": source.parent.name}, indent=2)
+    typer.echo(f"{metrics_file}: the same run as {source}, recorded for {name} without training")
+    return True
 
 
 def superseded(metrics_file: Path, out_dir: Path, config: Path, inputs: Dict[str, str]) -> bool:
@@ -212,10 +255,16 @@ def main(
     gpu_id: int = typer.Option(-1, "--gpu-id", help="GPU id, or -1 for CPU"),
     training_dir: Path = typer.Option(Path("training"), "--training-dir"),
     metrics_dir: Path = typer.Option(Path("metrics"), "--metrics-dir"),
+    same_as: Optional[str] = typer.Option(
+        None, "--same-as", help="a run whose seeds, where they are this very run, are recorded for NAME untrained"
+    ),
 ):
     """Train NAME for each seed, then score each best model once on TEST."""
     for seed in parse_seeds(seeds):
-        run_seed(config, train, dev, test, name, seed, list(ctx.args), gold_preproc, gpu_id, training_dir, metrics_dir)
+        overrides = list(ctx.args)
+        run_seed(
+            config, train, dev, test, name, seed, overrides, gold_preproc, gpu_id, training_dir, metrics_dir, same_as
+        )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ full dev set for early stopping, test scored once per seed, finished seeds
 skipped. Runs are named ``curve_<run>_<p>pct``. The 100% points are the main
 runs (``metrics/<run>``), trained by the ``train-*`` commands. The dev search's
 chosen pair (CHOSEN: ``*_acc``) trains only when ``--runs`` names it, with its
-configs given as ``--config RUN=CONFIG``, and only on its own subsets (CHOSEN_SUBSETS).
+configs given as ``--config RUN=CONFIG``, and only on its own subsets (CHOSEN_SUBSETS);
+where its config is a CURVE run's, that run's scored points are recorded for it
+(``experiment``'s ``--same-as``) instead of training them again.
 
 ``plot`` writes ``REPORTS_DIR/learning_curve.png`` (score vs training
 sentences, log x, one line per config, error bars = sd over seeds) and
@@ -19,6 +21,7 @@ of CoNLL, CNN + vectors + ELMo >= CNN + vectors + 3 F1; at 1%, the chosen pair's
 vectors + ELMo >= its vectors + 8 F1).
 """
 
+import os
 import re
 import statistics
 from pathlib import Path
@@ -118,6 +121,18 @@ def parse_configs(items: List[str]) -> Dict[str, str]:
     return {run: config for run, _, config in pairs}
 
 
+def curve_twin(task: str, run: str, config: str) -> Optional[str]:
+    """The CURVE run of TASK with RUN's config, if RUN is a chosen-pair run on an existing row's
+    config (NER's ``efficiency_both`` baseline is ``ner_vectors``): its points are recorded for
+    RUN where they are the same runs (``experiment``'s ``same_as``), not trained twice."""
+    if run not in dict(CHOSEN[task]):
+        return None
+    twins = [
+        name for name, curve_config, _ in CURVE[task] if os.path.normpath(curve_config) == os.path.normpath(config)
+    ]
+    return twins[0] if twins else None
+
+
 def trains_on(task: str, run: str, subset: str) -> bool:
     """Whether RUN has a point at SUBSET (e.g. train_1pct): the chosen pair only at its own subsets."""
     return run not in dict(CHOSEN[task]) or subset in CHOSEN_SUBSETS[task]
@@ -173,6 +188,7 @@ def run_curve(
         for run, config, kinds in chosen:
             if not trains_on(task, run, subset.stem):
                 continue
+            twin = curve_twin(task, run, config)
             for seed in parse_seeds(seeds):
                 run_seed(
                     Path(config),
@@ -186,6 +202,7 @@ def run_curve(
                     -1,
                     training_dir,
                     metrics_dir,
+                    same_as=None if twin is None else curve_name(twin, subset.stem),
                 )
 
 

@@ -45,7 +45,10 @@ def parse_minutes(text: str, option: str = "--task-minutes") -> Dict[str, float]
 
 
 def basis(text: str, name: str, minutes: float, unit: str) -> str:
-    """ "measured: ..." or, for a value written ``~MINUTES``, "estimated (not measured yet): ..."."""
+    """ "measured: ..." or, for a value written ``~MINUTES``, "estimated (not measured yet): ...";
+    0 is a step that trains nothing (a run recorded from another's seeds: experiment's --same-as)."""
+    if minutes == 0:
+        return "no training: the seeds of another run with its config (`--same-as`)"
     estimated = any(found == name and value.startswith("~") for found, value in minute_items(text))
     return f"{'estimated (not measured yet)' if estimated else 'measured'}: {minutes:g} {unit}"
 

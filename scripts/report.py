@@ -161,9 +161,17 @@ def described(name: str, description: str, row: Dict[str, Any]) -> str:
     the candidate, from its config (search_table's candidates)."""
     config = Path(row["config"] or "")
     candidate = chosen_candidate(config) if name in CHOSEN_RUNS else None
-    if candidate is None:
-        return description
-    return f"{description}: `{candidate}`, {CANDIDATES.get(candidate, config.stem)}"
+    if candidate is not None:
+        description = f"{description}: `{candidate}`, {CANDIDATES.get(candidate, config.stem)}"
+    if row.get("same_as"):
+        description += f" (the same runs as `{row['same_as']}`: its config and data)"
+    return description
+
+
+def same_runs_as(runs: List[Dict[str, Any]]) -> Optional[str]:
+    """The run whose seeds these are, where every seed was recorded from it (``experiment --same-as``)."""
+    sources = {record.get("same_as") for record in runs}
+    return sources.pop() if len(sources) == 1 else None
 
 
 def summarize(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, Any]]:
@@ -174,6 +182,8 @@ def summarize(runs: Dict[str, List[Dict[str, Any]]]) -> Dict[str, Dict[str, Any]
     for name, _ in SENTIMENT_RUNS:
         if name in runs:
             summary[name] = {**sentiment_row(runs[name]), "config": one_config(name, runs[name])}
+    for name, row in summary.items():
+        row["same_as"] = same_runs_as(runs[name])
     return summary
 
 
@@ -327,20 +337,25 @@ def load_speeds(metrics_dir: Path) -> Dict[str, Dict[str, Any]]:
 
 
 def score_table(
-    columns: List[str], rows: List[Tuple[str, List[str]]], speed: Optional[Dict[str, Any]] = None
+    columns: List[str], rows: List[Tuple[str, Optional[str], List[str]]], speed: Optional[Dict[str, Any]] = None
 ) -> List[str]:
-    """A results table; with a speed record, a words/s column beside the score (the third
-    column; "-" for a run it did not time) and a line under the table saying how it was measured."""
+    """A results table of (run, the run it was recorded from or None, cells); with a speed record,
+    a words/s column beside the score (the third column; "-" for a run it did not time) and a
+    line under the table saying how it was measured."""
     if speed is not None:
         columns = columns[:3] + ["words/s"] + columns[3:]
-        rows = [(name, cells[:3] + [words_per_second_cell(speed, name)] + cells[3:]) for name, cells in rows]
+        rows = [
+            (name, same, cells[:3] + [words_per_second_cell(speed, name, same)] + cells[3:])
+            for name, same, cells in rows
+        ]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cells) + " |" for _, cells in rows]
+    lines += ["| " + " | ".join(cells) + " |" for _, _, cells in rows]
     return lines + (["", speed_note(speed)] if speed is not None else [])
 
 
-def words_per_second_cell(speed: Dict[str, Any], name: str) -> str:
-    run = speed["runs"].get(name)
+def words_per_second_cell(speed: Dict[str, Any], name: str, same_as: Optional[str] = None) -> str:
+    """A run's words/s; a run recorded from another (``same_as``) has that run's pipelines."""
+    run = speed["runs"].get(name) or speed["runs"].get(same_as or "")
     return f"{run['words_per_second']:,.0f}" if run else "-"
 
 
@@ -388,6 +403,7 @@ def ner_table_lines(summary, speeds) -> List[str]:
     rows = [
         (
             name,
+            s["same_as"],
             [f"`{name}`", described(name, description, s), fmt(s["f1"]), fmt(s["p"]), fmt(s["r"])]
             + [fmt(s["per_type"][e]) for e in ENTITY_TYPES]
             + [fmt(s["best_dev"]), fmt(s["epochs"], 1, 0), fmt(s["steps"], 1, 0), fmt(s["minutes"], 1, 1)]
@@ -406,6 +422,7 @@ def sentiment_table_lines(summary, speeds) -> List[str]:
     rows = [
         (
             name,
+            s["same_as"],
             [f"`{name}`", described(name, description, s), fmt(s["accuracy"]), fmt(s["macro_f1"])]
             + [fmt(s["per_label"]["neutral"])]
             + [fmt(s["best_dev"]), fmt(s["epochs"], 1, 0), fmt(s["steps"], 1, 0), fmt(s["minutes"], 1, 1)]

@@ -141,7 +141,9 @@ def curve_calls(tmp_path, monkeypatch):
         (tmp_path / f"train_{percent}pct.spacy").write_bytes(b"")
     (tmp_path / "dev.spacy").write_bytes(b"")
     calls = []
-    monkeypatch.setattr(learning_curve, "run_seed", lambda config, train, *args: calls.append((config, train, args)))
+    monkeypatch.setattr(
+        learning_curve, "run_seed", lambda config, train, *args, **kw: calls.append((config, train, args + (kw,)))
+    )
     return tmp_path, calls
 
 
@@ -239,3 +241,18 @@ def test_a_damaged_seed_record_is_named(tmp_path):
     (tmp_path / "seed1.json").write_text('{"test": {"ents_f"', encoding="utf8")
     with pytest.raises(learning_curve.ProjectDataError, match=r"seed1\.json: not a valid JSON file"):
         learning_curve.seed_test_scores(tmp_path, "ents_f")
+
+
+def test_a_chosen_baseline_on_an_existing_rows_config_reuses_that_rows_points(curve_calls):
+    """NER's efficiency_both: its baseline is configs/ner_vectors.cfg, whose 1% and 5% points exist."""
+    folder, calls = curve_calls
+    configs = ["--config", "ner_vectors_acc=configs/ner_vectors.cfg"]
+    configs += ["--config", "ner_vectors_elmo_acc=configs/search/ner_vectors_elmo_efficiency_both.cfg"]
+    assert run_ner(folder, "--runs", "ner_vectors_acc,ner_vectors_elmo_acc", "--bilm-dir", "b", *configs).exit_code == 0
+    same_as = [(args[2], args[-1]["same_as"]) for _, _, args in calls]
+    assert same_as == [
+        ("curve_ner_vectors_acc_1pct", "curve_ner_vectors_1pct"),
+        ("curve_ner_vectors_elmo_acc_1pct", None),
+        ("curve_ner_vectors_acc_5pct", "curve_ner_vectors_5pct"),
+        ("curve_ner_vectors_elmo_acc_5pct", None),
+    ]

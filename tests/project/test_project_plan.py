@@ -98,6 +98,15 @@ def test_plan_says_which_minutes_are_estimates(tmp_path):
     assert "| learning-curve | 95 | estimated (not measured yet): 95 min |" in text
 
 
+def test_a_run_recorded_from_another_is_planned_as_no_training(tmp_path):
+    text = one_seed_plan(tmp_path, "ner_vectors=16,ner_vectors_acc=0", "probe=9")
+    assert (
+        "| ner_vectors_acc, 1 seed(s) | 0 | no training: the seeds of another run with its config (`--same-as`) |"
+        in text
+    )
+    assert "| ner_vectors, 1 seed(s) | 16 | measured: 16 min/seed |" in text
+
+
 def test_an_estimate_is_known_by_its_exact_name_spaces_included(tmp_path):
     text = one_seed_plan(
         tmp_path, "ner_vectors=16,ner_vectors_acc=~40", "learning-curve=516,learning-curve (chosen pair)=~425,curve=~3"

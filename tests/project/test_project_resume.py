@@ -27,20 +27,23 @@ class Killed(Exception):
     """Stands in for the end of a work session right after an evaluation."""
 
 
-def run(corpus: Path, tmp_path: Path, config: str, max_steps: int, extra=(), seed: int = 0) -> Path:
+def run(
+    corpus: Path, tmp_path: Path, config: str, max_steps: int, extra=(), seed: int = 0, name="tiny", same_as=None
+) -> Path:
     conll = corpus / "conll"
     return experiment.run_seed(
         REPO / "configs" / config,
         conll / "train.spacy",
         conll / "dev.spacy",
         None,
-        "tiny",
+        name,
         seed,
         [*TINY, "--training.max_steps", str(max_steps), *extra],
         False,
         -1,
         tmp_path / "training",
         tmp_path / "metrics",
+        same_as=same_as,
     )
 
 
@@ -325,3 +328,61 @@ def test_a_fixed_batch_size_is_kept_and_another_schedule_is_named():
     other = {"@batchers": "spacy.batch_by_words.v1", "size": {"@schedules": "constant.v1", "rate": 500}}
     message = resume_training.continue_batch_sizes(other, 40)
     assert message == "the batch-size schedule (constant.v1) restarts from its first value"
+
+
+def no_training(*args, **kwargs):
+    raise AssertionError("trained although the same run was scored")
+
+
+def test_the_same_run_under_another_name_is_recorded_without_training(prepared_corpora, tmp_path, monkeypatch, capsys):
+    """--same-as: NER's chosen baseline (efficiency_both's) is ner_vectors' very config and data."""
+    source = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    record = json.loads(source.read_text())
+    assert set(record["data"]) == {"train", "dev", "test"} and record["data"]["test"] is None
+    with monkeypatch.context() as patch:
+        patch.setattr(subprocess, "run", no_training)
+        copy = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2, name="twin", same_as="tiny")
+    copied = json.loads(copy.read_text())
+    assert copy == tmp_path / "metrics" / "twin" / "seed0.json"
+    assert copied == {**record, "name": "twin", "same_as": "tiny"}
+    assert "recorded for twin without training" in capsys.readouterr().out
+    assert not (tmp_path / "training" / "twin").exists()
+
+
+@pytest.mark.parametrize(
+    "change,named",
+    [
+        (lambda r: r.update(overrides=r["overrides"][:-2] + ["--training.max_steps", "4"]), "overrides"),
+        (lambda r: r.update(config=str(REPO / "configs" / "ner_vectors.cfg")), "config"),
+        (lambda r: r["data"].update(train="0" * 64), "train data"),
+        (lambda r: r.update(gold_preproc=True), "gold_preproc"),
+    ],
+)
+def test_another_run_under_the_same_as_name_is_not_copied(prepared_corpora, tmp_path, capsys, change, named):
+    source = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    record = json.loads(source.read_text())
+    change(record)
+    source.write_text(json.dumps(record))
+    copy = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2, name="twin", same_as="tiny")
+    assert f"another run ({named}), so twin trains this seed itself" in capsys.readouterr().out
+    assert "same_as" not in json.loads(copy.read_text())
+    assert (tmp_path / "training" / "twin" / "seed0" / "model-best").is_dir()
+
+
+def test_a_same_as_record_from_before_data_was_recorded_is_taken_at_its_word(
+    prepared_corpora, tmp_path, monkeypatch, capsys
+):
+    source = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    record = json.loads(source.read_text())
+    del record["data"]
+    source.write_text(json.dumps(record))
+    monkeypatch.setattr(subprocess, "run", no_training)
+    copy = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2, name="twin", same_as="tiny")
+    assert "written before data files were recorded" in capsys.readouterr().out
+    assert json.loads(copy.read_text())["same_as"] == "tiny"
+
+
+def test_a_same_as_run_not_scored_yet_trains_the_seed(prepared_corpora, tmp_path, capsys):
+    copy = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2, name="twin", same_as="tiny")
+    assert "not scored yet, so twin trains this seed itself" in capsys.readouterr().out
+    assert "same_as" not in json.loads(copy.read_text())

@@ -171,3 +171,18 @@ def test_without_speed_records_the_tables_are_unchanged(tmp_path):
         in text
     )
     assert report.load_speeds(tmp_path) == {}
+
+
+def test_a_run_recorded_from_another_shows_its_runs_and_their_words_per_second():
+    """ner_vectors_acc recorded from ner_cnn here (experiment --same-as): no pipeline of its own."""
+    runs = {"ner_cnn": [ner_record(0.8)], "ner_vectors_acc": [{**ner_record(0.8), "same_as": "ner_cnn"}]}
+    text = report.markdown(report.summarize(runs), runs, [], "t", speeds={"ner": SPEED_NER})
+    row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors_acc`"))
+    assert row.startswith(
+        "| `ner_vectors_acc` | chosen task model (dev search) + en_core_web_md static vectors "
+        "(the same runs as `ner_cnn`: its config and data) | 80.00 | 11,992 |"
+    )
+    runs["ner_vectors_acc"].append(ner_record(0.8))  # a seed trained for itself: not all from ner_cnn
+    text = report.markdown(report.summarize(runs), runs, [], "t", speeds={"ner": SPEED_NER})
+    row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors_acc`"))
+    assert "the same runs as" not in row and "| 80.00 ± 0.00 | - |" in row
