@@ -129,3 +129,14 @@ def test_the_readme_speed_figures_are_those_of_the_speed_page():
         cell.strip().strip("*") for line in speed.splitlines() if line.startswith("|") for cell in line.split("|")
     }
     assert len(figures) == 16 and [f for f in figures if f not in table_cells] == []
+
+
+def test_the_speed_pages_figures_at_a_glance_are_those_of_its_full_record():
+    """Every figure of docs/speed.md's summary table is in the page's detailed tables or text."""
+    speed = (REPO / "docs" / "speed.md").read_text(encoding="utf8")
+    glance, rest = speed.split("## At a glance", 1)[1].split("\n## Measured figures", 1)
+    rows = [line for line in glance.splitlines() if line.startswith("| ") and not line.startswith("| what")]
+    cells = [cell for row in rows for cell in row.split(" | ")[1:4]]
+    figures = [f for cell in cells for f in re.findall(r"[+-]?\d+\.\d+(?:-\d+\.\d+)?x?", cell)]
+    assert len(rows) == 7 and len(figures) >= 15
+    assert [f for f in figures if f not in rest] == []
