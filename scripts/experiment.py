@@ -185,6 +185,8 @@ def copied_from(source: Path, run: Dict[str, Any], metrics_file: Path, name: str
     record = read_json(source, ProjectDataError)
     differs = resume_training.what_changed(record, Path(run["config"]), run["inputs"])
     differs += [key for key in ("overrides", "gold_preproc") if record.get(key) != run[key]]
+    if (record.get("test") is None) != (run["data"]["test"] is None):
+        differs.append("scored on test" if record.get("test") is not None else "not scored on test")
     if "data" in record:
         differs += [f"{split} data" for split, sha in run["data"].items() if record["data"].get(split) != sha]
     else:

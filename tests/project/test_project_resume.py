@@ -356,6 +356,7 @@ def test_the_same_run_under_another_name_is_recorded_without_training(prepared_c
         (lambda r: r.update(config=str(REPO / "configs" / "ner_vectors.cfg")), "config"),
         (lambda r: r["data"].update(train="0" * 64), "train data"),
         (lambda r: r.update(gold_preproc=True), "gold_preproc"),
+        (lambda r: r.update(test={"ents_f": 0.5}), "scored on test"),
     ],
 )
 def test_another_run_under_the_same_as_name_is_not_copied(prepared_corpora, tmp_path, capsys, change, named):
