@@ -36,7 +36,9 @@ What differs from an uninterrupted run:
   stopping rule is the uninterrupted one: the log
   (``spacy-elmo.TrainingLog.v4``) gives spaCy's loop the earlier stretches' best
   score and step b, so patience counts from the global best (b, or a later
-  evaluation that ties or beats it); with ``S + 1 - b >= patience`` there is no
+  evaluation that ties or beats it), and runs out at the stretch's first
+  evaluation at or after ``b + patience`` (the log moves b onto the stretch's
+  grid: ``spacy_elmo.training_log``); with ``S + 1 - b >= patience`` there is no
   patience left and training is over.
 - ``model-best`` is the best over all stretches: the earlier stretches' best is
   kept aside and put back unless the last stretch beat its score (ties go to

@@ -17,8 +17,14 @@ from the best of the stretch's own evaluations, so a resumed stretch would take
 its first evaluation for the best so far. At that first evaluation the log adds
 the earlier best to ``info["checkpoints"]``, the list of ``(score, step)``
 results spaCy's loop keeps and reads for patience, at its step in the stretch's
-own count (``best_step - step_offset``, before the stretch began): the stretch
-then stops where an uninterrupted run would.
+own count (``best_step - step_offset``, before the stretch began), moved later by
+less than one evaluation interval: the stretch evaluates at ``step_offset + k *
+eval_frequency``, off the uninterrupted run's grid (by one step after one resume),
+so patience then runs out at the stretch's first evaluation at or after
+``best_step + patience``, where the uninterrupted run has its last one (without
+the move it ran out a step before that evaluation, and the stretch trained its last
+``eval_frequency - 1`` steps unevaluated). ``eval_frequency`` and ``patience`` are
+read from ``nlp.config["training"]``, where spaCy's training loop reads them.
 
 The table leaves out the loss column of an elmo component whose biLM no
 listener fine-tunes: it is always 0.00, and users took it for a bug."""
@@ -100,7 +106,7 @@ def training_log_v4(
             Path(output_file).parent.mkdir(parents=True, exist_ok=True)
             stream = Path(output_file).open("a" if append else "w", encoding="utf8")
 
-        earlier_best = None if best_step is None else (best_score, best_step - step_offset)
+        earlier_best = None if best_step is None else (best_score, patience_anchor(nlp, best_step, step_offset))
 
         def log_step(info: Optional[Dict[str, Any]]) -> None:
             nonlocal earlier_best
@@ -129,6 +135,15 @@ def training_log_v4(
         return log_step, finalize
 
     return setup
+
+
+def patience_anchor(nlp: Any, best_step: int, step_offset: int) -> int:
+    """The earlier best's step in the stretch's own count, moved onto the stretch's
+    evaluation grid (see the module's docstring)."""
+    training = nlp.config["training"]
+    frequency, patience = int(training["eval_frequency"]), int(training["patience"])
+    shift = (step_offset - best_step - patience) % frequency if patience else 0
+    return best_step - step_offset + shift
 
 
 class _OptimizerKeeper:

@@ -23,6 +23,7 @@ def run_stretch(scores: Dict[int, float], first_step: int, earlier_best: Optiona
     """The global steps a stretch starting at ``first_step`` evaluates, and the step spaCy
     stops it at. ``scores`` maps a global step to its dev score (0.0 where not given)."""
     nlp = spacy.blank("en")
+    nlp.config["training"].update(eval_frequency=EVAL_FREQUENCY, patience=PATIENCE)  # what spacy train reads
     best_score, best_step = earlier_best or (None, None)
     setup = training_log_v4(step_offset=first_step, best_score=best_score, best_step=best_step)
     log_step, finalize = setup(nlp, stdout=io.StringIO(), stderr=io.StringIO())
@@ -58,29 +59,40 @@ def run_stretch(scores: Dict[int, float], first_step: int, earlier_best: Optiona
 
 
 # Killed after the evaluation at step 10; the best so far was 0.5 at step 6. spaCy checks
-# patience at every step: an uninterrupted run stops at the first step g with g - best >= 10.
+# patience at every step: an uninterrupted run evaluates at 8, 10, 12, 14 and 16, and stops
+# at 16, the first step g with g - best >= 10. The stretch evaluates at 11, 13, 15, ..., one
+# step after the uninterrupted run's 10, 12, 14, ...: its counterpart of 16 is 17.
 EARLIER = {0: 0.1, 2: 0.3, 4: 0.4, 6: 0.5, 8: 0.45, 10: 0.48}
 
 
 @pytest.mark.parametrize(
     "later,stop_step",
     [
-        # Nothing reaches 0.5 again: patience runs out 10 steps after step 6.
-        ({11: 0.2, 13: 0.1, 15: 0.1}, 16),
-        # 13 beats the stretch's first evaluation (11) but not 0.5: still 10 after step 6
+        # Nothing reaches 0.5 again: patience runs out at the stretch's counterpart of 16
+        # (at 16 itself, a step it does not evaluate, the stretch would lose that evaluation).
+        ({11: 0.2, 13: 0.1, 15: 0.1}, 17),
+        # 13 beats the stretch's first evaluation (11) but not 0.5: still counted from step 6
         # (counted from the stretch's own best, 13, it would run to 23).
-        ({11: 0.2, 13: 0.3, 15: 0.3}, 16),
+        ({11: 0.2, 13: 0.3, 15: 0.3}, 17),
         # 13 beats 0.5: patience counts from 13 (from 11 with the patience cut to what was
         # left, 10 - 5, it would stop at 18).
         ({11: 0.2, 13: 0.6}, 23),
+        # 17, the last evaluation of the window, beats 0.5: training goes on from there.
+        ({11: 0.2, 17: 0.7}, 27),
         # 11 ties 0.5: the earliest of tied scores counts, as in spaCy's own rule.
-        ({11: 0.5, 13: 0.5}, 16),
+        ({11: 0.5, 13: 0.5}, 17),
     ],
 )
 def test_a_resumed_stretch_stops_by_the_uninterrupted_rule(later, stop_step):
     evaluated, stopped = run_stretch({**EARLIER, **later}, first_step=11, earlier_best=(0.5, 6))
     assert stopped == stop_step
     assert evaluated == list(range(11, stop_step + 1, EVAL_FREQUENCY))  # the stretch's own step 0, 2, ...
+
+
+def test_a_second_resume_on_the_uninterrupted_grid_again_stops_at_its_step():
+    """Killed again after 11: the third stretch evaluates at 12, 14, 16: patience runs out at 16."""
+    evaluated, stopped = run_stretch({**EARLIER, 11: 0.2}, first_step=12, earlier_best=(0.5, 6))
+    assert (evaluated, stopped) == ([12, 14, 16], 16)
 
 
 def test_without_an_earlier_best_the_stretch_is_spacys_own_rule():
