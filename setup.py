@@ -59,6 +59,7 @@ setup(
             "spacy-elmo.TrainingLog.v2 = spacy_elmo.training_log:training_log_v2",
             "spacy-elmo.TrainingLog.v3 = spacy_elmo.training_log:training_log_v3",
             "spacy-elmo.TrainingLog.v4 = spacy_elmo.training_log:training_log_v4",
+            "spacy-elmo.TrainingLog.v5 = spacy_elmo.training_log:training_log_v5",
         ],
         "thinc_optimizers": ["spacy-elmo.StatefulOptimizer.v1 = spacy_elmo.optimizer_state:stateful_optimizer"],
         "spacy_misc": [

@@ -6,7 +6,7 @@ end), the next call starts a new stretch from the seed's last evaluation: every
 pipeline component is sourced from the ``model-last`` spaCy saved at that
 evaluation (spaCy resumes sourced components with ``nlp.resume_training``, it
 does not re-initialize them), the step and epoch caps are cut by what the
-earlier stretches used, and the log (``spacy-elmo.TrainingLog.v4``) appends to
+earlier stretches used, and the log (``spacy-elmo.TrainingLog.v5``) appends to
 ``log.jsonl`` with the steps, epochs, seconds and words offset, so the log is
 one global curve, and has spaCy count patience from the best evaluation so far.
 ``resume.json`` in the seed's directory records each stretch's first and last
@@ -15,7 +15,7 @@ model).
 
 Every stretch, the first included, trains a config written beside the seed
 (``first.cfg``, then ``resume.cfg``) whose optimizer is wrapped in
-``spacy-elmo.StatefulOptimizer.v1`` and whose log (``spacy-elmo.TrainingLog.v4``)
+``spacy-elmo.StatefulOptimizer.v1`` and whose log (``spacy-elmo.TrainingLog.v5``)
 saves the optimizer's state after each evaluation (``optimizer-state.msgpack``):
 a resumed stretch continues Adam's moments, bias correction and parameter
 averages from the resume point's evaluation (or says why not and starts them
@@ -34,7 +34,7 @@ What differs from an uninterrupted run:
 - The evaluations: a stretch evaluates at its own step 0, one step after the
   resume point S, so they fall at S + 1, S + 1 + eval_frequency, ... The
   stopping rule is the uninterrupted one: the log
-  (``spacy-elmo.TrainingLog.v4``) gives spaCy's loop the earlier stretches' best
+  (``spacy-elmo.TrainingLog.v5``) gives spaCy's loop the earlier stretches' best
   score and step b, so patience counts from the global best (b, or a later
   evaluation that ties or beats it), and runs out at the stretch's first
   evaluation at or after ``b + patience`` (the log moves b onto the stretch's
@@ -46,7 +46,10 @@ What differs from an uninterrupted run:
 - ``seconds`` in the log counts training time of the logged evaluations only;
   the time between a killed stretch's last evaluation and the kill is lost.
 
-``model-last`` is trusted only if its ``meta.json`` holds the losses and scores
+The resume point is ``model-evaluated`` (the log's copy of the last evaluation's
+``model-last``, kept when a stretch ends: an interrupted ``spacy train`` saves
+``model-last`` once more, with later weights under the same ``meta.json``), else
+``model-last``. It is trusted only if its ``meta.json`` holds the losses and scores
 of the log's last evaluation and it loads; otherwise (missing, torn by the kill,
 saved after a later evaluation the log never got) the seed's directory is moved
 to ``superseded/<time>/seedN`` beside it with a one-line message and the seed
@@ -82,7 +85,10 @@ OPTIMIZER_STATE = "optimizer-state.msgpack"
 # and the earlier best are moved out of its way first.
 RESUME_POINT = "resume-point"
 EARLIER_BEST = "model-best-earlier"
-LOGGER = "spacy-elmo.TrainingLog.v4"
+# model-last as spaCy saved it at a stretch's last evaluation, moved aside by the log when
+# training ends (spaCy then saves model-last once more, with later weights).
+EVALUATED = "model-evaluated"
+LOGGER = "spacy-elmo.TrainingLog.v5"
 STATEFUL_OPTIMIZER = "spacy-elmo.StatefulOptimizer.v1"
 
 
@@ -144,7 +150,9 @@ def loads(model_dir: Path) -> bool:
 
 
 def find_resume_point(out_dir: Path, last: Dict[str, Any]) -> Optional[Path]:
-    for candidate in (out_dir / "model-last", out_dir / RESUME_POINT):
+    """The pipeline saved at the last logged evaluation: the log's copy of it first (a stretch
+    that was interrupted had spaCy save model-last once more, with later weights)."""
+    for candidate in (out_dir / EVALUATED, out_dir / "model-last", out_dir / RESUME_POINT):
         if candidate.is_dir() and saved_at(candidate, last) and loads(candidate):
             return candidate
     return None
@@ -256,6 +264,8 @@ def next_stretch(config: Path, out_dir: Path, overrides: List[str], inputs: Dict
         finish(out_dir, state, records, earlier_is_best=True)
         return None
     replace_dir(point, out_dir / RESUME_POINT, move=True)
+    if (out_dir / EVALUATED).exists():  # another stretch's, not the resume point
+        shutil.rmtree(out_dir / EVALUATED)
     # A cut last line would glue onto the first appended record: rewrite the whole lines.
     write_jsonl_atomic(out_dir / LOG_FILE, records)
     state["stretches"].append({"first_step": last["step"] + 1, "last_step": None})
@@ -351,6 +361,7 @@ def write_stretch_config(
         "optimizer_state": state_file,
         "best_score": None if earlier_best is None else earlier_best["score"],
         "best_step": None if earlier_best is None else earlier_best["step"],
+        "keep_evaluated": str(path.parent / EVALUATED),
     }
     cfg.to_disk(path)
     return path
@@ -361,7 +372,7 @@ def finish(out_dir: Path, state: Dict[str, Any], records: List[Dict[str, Any]], 
     earlier = out_dir / EARLIER_BEST
     if earlier_is_best:
         replace_dir(earlier, out_dir / "model-best", move=True)
-    for leftover in (earlier, out_dir / RESUME_POINT):
+    for leftover in (earlier, out_dir / RESUME_POINT, out_dir / EVALUATED):
         if leftover.exists():
             shutil.rmtree(leftover)
     (out_dir / OPTIMIZER_STATE).unlink(missing_ok=True)  # only a resumed stretch needs it

@@ -26,10 +26,20 @@ the move it ran out a step before that evaluation, and the stretch trained its l
 ``eval_frequency - 1`` steps unevaluated). ``eval_frequency`` and ``patience`` are
 read from ``nlp.config["training"]``, where spaCy's training loop reads them.
 
+``spacy-elmo.TrainingLog.v5`` adds ``keep_evaluated``: a directory the model
+spaCy saved as ``model-last`` at the stretch's last evaluation is moved to when
+training ends, normally, by an interrupt (Ctrl-C, the end of a session) or by an
+error. spaCy saves ``model-last`` once more right then, with the weights of that
+moment, up to ``eval_frequency - 1`` updates later, and under the same
+``meta.json``: a resumed stretch should start from the evaluation's weights, the
+ones the optimizer's saved state belongs to (``scripts/resume_training.py``
+does), and has them even where that last save is cut short.
+
 The table leaves out the loss column of an elmo component whose biLM no
 listener fine-tunes: it is always 0.00, and users took it for a bug."""
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, Optional, Tuple
@@ -91,8 +101,26 @@ def training_log_v4(
     best_score: Optional[float] = None,
     best_step: Optional[int] = None,
 ) -> Callable:
+    offsets = (epoch_offset, step_offset, seconds_offset, words_offset)
+    return training_log_v5(output_file, progress_bar, append, *offsets, optimizer_state, best_score, best_step)
+
+
+@registry.loggers("spacy-elmo.TrainingLog.v5")
+def training_log_v5(
+    output_file: Optional[str] = None,
+    progress_bar: Optional[str] = None,
+    append: bool = False,
+    epoch_offset: int = 0,
+    step_offset: int = 0,
+    seconds_offset: int = 0,
+    words_offset: int = 0,
+    optimizer_state: Optional[str] = None,
+    best_score: Optional[float] = None,
+    best_step: Optional[int] = None,
+    keep_evaluated: Optional[str] = None,
+) -> Callable:
     if (best_score is None) != (best_step is None):
-        raise ElmoError("spacy-elmo.TrainingLog.v4: give best_score and best_step together, or neither")
+        raise ElmoError("spacy-elmo.TrainingLog: give best_score and best_step together, or neither")
     console = console_logger_v3(progress_bar=progress_bar, console_output=True, output_file=None)
     offsets = {"epoch": epoch_offset, "step": step_offset, "seconds": seconds_offset, "words": words_offset}
 
@@ -107,12 +135,15 @@ def training_log_v4(
             stream = Path(output_file).open("a" if append else "w", encoding="utf8")
 
         earlier_best = None if best_step is None else (best_score, patience_anchor(nlp, best_step, step_offset))
+        evaluated_model: Optional[Path] = None  # model-last as spaCy saved it at this stretch's last evaluation
 
         def log_step(info: Optional[Dict[str, Any]]) -> None:
-            nonlocal earlier_best
+            nonlocal earlier_best, evaluated_model
             log_console(info)
             if info is None:
                 return
+            if info.get("output_path"):
+                evaluated_model = Path(info["output_path"])
             if earlier_best is not None:  # the stretch's first evaluation: see the module's docstring
                 info["checkpoints"].append(earlier_best)
                 earlier_best = None
@@ -131,10 +162,20 @@ def training_log_v4(
             finalize_console()
             if stream is not None:
                 stream.close()
+            if keep_evaluated is not None and evaluated_model is not None and evaluated_model.is_dir():
+                keep_model(evaluated_model, Path(keep_evaluated))
 
         return log_step, finalize
 
     return setup
+
+
+def keep_model(model_dir: Path, kept: Path) -> None:
+    """Move ``model_dir`` to ``kept`` (replacing it): spaCy saves model-last once more
+    right after the logger's finalize, with the weights of that moment."""
+    if kept.exists():
+        shutil.rmtree(kept)
+    model_dir.rename(kept)
 
 
 def patience_anchor(nlp: Any, best_step: int, step_offset: int) -> int:

@@ -1,4 +1,5 @@
-"""spacy-elmo.TrainingLog.v4: a resumed stretch stops by the uninterrupted rule.
+"""spacy-elmo.TrainingLog.v4 and v5: a resumed stretch stops by the uninterrupted rule, and v5
+keeps the last evaluation's model when training ends.
 
 spaCy's own training loop (``train_while_improving``) runs on a blank pipeline with
 scripted dev scores, and the log's ``log_step`` is called on each of its steps as
@@ -13,7 +14,7 @@ import spacy
 from spacy.training.loop import train_while_improving
 from thinc.api import Adam
 
-from spacy_elmo.training_log import training_log_v4
+from spacy_elmo.training_log import training_log_v4, training_log_v5
 
 EVAL_FREQUENCY = 2
 PATIENCE = 10
@@ -103,3 +104,31 @@ def test_without_an_earlier_best_the_stretch_is_spacys_own_rule():
 def test_best_score_and_step_come_together():
     with pytest.raises(ValueError, match="best_score and best_step together"):
         training_log_v4(best_score=0.5)
+
+
+def test_the_last_evaluations_model_is_kept_before_spacy_saves_model_last_again(tmp_path):
+    """v5's keep_evaluated: finalize (spaCy calls it just before its last save of model-last)
+    moves the model saved at the last evaluation aside, replacing an older copy."""
+    nlp = spacy.blank("en")
+    model_last, kept = tmp_path / "model-last", tmp_path / "model-evaluated"
+    kept.mkdir()
+    (kept / "which").write_text("an earlier stretch's")
+    setup = training_log_v5(keep_evaluated=str(kept))
+    log_step, finalize = setup(nlp, stdout=io.StringIO(), stderr=io.StringIO())
+    model_last.mkdir()
+    (model_last / "which").write_text("step 4's")
+    info = {"epoch": 0, "step": 4, "score": 0.5, "other_scores": {}, "losses": {}, "checkpoints": [(0.5, 4)]}
+    info.update(seconds=1, words=10, output_path=str(model_last))
+    log_step(info)
+    finalize()
+    assert (kept / "which").read_text() == "step 4's" and not model_last.exists()
+
+
+def test_a_stretch_without_an_evaluation_keeps_nothing(tmp_path):
+    """Killed before its first evaluation: model-last on disk is no evaluation of this stretch's."""
+    (tmp_path / "model-last").mkdir()
+    setup = training_log_v5(keep_evaluated=str(tmp_path / "model-evaluated"))
+    log_step, finalize = setup(spacy.blank("en"), stdout=io.StringIO(), stderr=io.StringIO())
+    log_step(None)
+    finalize()
+    assert (tmp_path / "model-last").is_dir() and not (tmp_path / "model-evaluated").exists()

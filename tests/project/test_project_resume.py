@@ -132,9 +132,31 @@ def test_the_earlier_best_is_kept_unless_the_resumed_stretch_reaches_it(tmp_path
     assert json.loads((out_dir / "resume.json").read_text())["stretches"][-1]["last_step"] == 5
 
 
+def test_the_resume_starts_from_the_evaluations_model_not_the_later_model_last(prepared_corpora, tmp_path, monkeypatch):
+    """spaCy saves model-last once more as training ends (an interrupt included), with the weights
+    of that moment under the last evaluation's meta.json: the log kept the evaluation's copy."""
+    out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_cnn.cfg", 4)
+    evaluated = out_dir / resume_training.EVALUATED
+    assert resume_training.saved_at(evaluated, read_jsonl(out_dir / "log.jsonl")[-1])
+    (evaluated / "which").write_text("the evaluation's")
+    conll = prepared_corpora / "conll"
+    overrides = [*TINY, "--training.max_steps", "9", "--paths.train", str(conll / "train.spacy")]
+    overrides += ["--paths.dev", str(conll / "dev.spacy")]
+    assert resume_training.next_stretch(REPO / "configs" / "ner_cnn.cfg", out_dir, overrides, {}) is not None
+    assert (out_dir / resume_training.RESUME_POINT / "which").read_text() == "the evaluation's"
+    assert not evaluated.exists()
+    # and where only model-last is torn by the kill, the seed still resumes, from the kept copy
+    out_dir = killed_after_first_stretch(prepared_corpora, tmp_path / "torn", monkeypatch, "ner_cnn.cfg", 4)
+    (out_dir / "model-last" / "meta.json").write_text("{")
+    run(prepared_corpora, tmp_path / "torn", "ner_cnn.cfg", 9)
+    assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2, 4, 5, 7, 9]
+    assert not (out_dir / resume_training.EVALUATED).exists()  # removed once training is over
+
+
 def test_a_damaged_model_last_starts_the_seed_afresh_with_a_message(prepared_corpora, tmp_path, monkeypatch, capsys):
     out_dir = killed_after_first_stretch(prepared_corpora, tmp_path, monkeypatch, "ner_cnn.cfg", 2)
-    (out_dir / "model-last" / "meta.json").write_text("{")  # torn by the kill
+    for model in ("model-last", resume_training.EVALUATED):
+        (out_dir / model / "meta.json").write_text("{")  # torn by the kill
     run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
     assert "cannot resume (no model-last saved at the last logged evaluation, step 2)" in capsys.readouterr().out
     assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2]
@@ -177,9 +199,10 @@ def test_a_stretch_killed_before_its_first_evaluation_resumes_from_the_kept_poin
     ]
     # The second stretch starts, spaCy clears model-last and model-best, and the kill comes before step 3's evaluation.
     assert resume_training.next_stretch(REPO / "configs" / "ner_cnn.cfg", out_dir, overrides, {}) is not None
-    assert not (out_dir / "model-last").exists()
-    if (out_dir / "model-best").exists():
-        shutil.rmtree(out_dir / "model-best")
+    assert (out_dir / resume_training.RESUME_POINT).is_dir() and not (out_dir / resume_training.EVALUATED).exists()
+    for cleared in ("model-last", "model-best"):  # what spaCy clears as the stretch starts
+        if (out_dir / cleared).exists():
+            shutil.rmtree(out_dir / cleared)
     metrics_file = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 5)
     assert [r["step"] for r in read_jsonl(out_dir / "log.jsonl")] == [0, 2, 3, 5]
     # the stretch that logged nothing is not counted
