@@ -180,7 +180,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     parser.add_argument("--config", type=Path, default=Path(__file__).parent.parent / "configs" / "pretrain_small.cfg")
-    parser.add_argument("--batch-tokens", type=int, default=None, help="default: pretrain_small.cfg's batch_size")
+    parser.add_argument("--batch-tokens", type=int, default=None, help="default: the --config's batch_size")
     parser.add_argument("--force-bf16", action="store_true")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)

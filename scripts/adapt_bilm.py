@@ -16,7 +16,7 @@ Three ``pretrain`` runs, each resumable (re-run to continue; a larger
 
 1. ``OUTPUT_DIR_head``: the starting biLM fixed, a fresh LM head trained
    alone for ``--head-steps`` (the bundled biLM ships without a head, so its
-   perplexity needs one). Its perplexity is the "before" figure.
+   perplexity needs one); (2) starts from it.
 2. ``OUTPUT_DIR``: warm-started from (1), the biLM and the head trained
    together for ``--steps``; an ordinary biLM directory (options.json,
    weights.hdf5, vocab.txt, softmax.hdf5) the task configs take through

@@ -364,7 +364,7 @@ def client_command(package: Package, dest_dir: Path) -> List[str]:
 
 
 def download_with_client(package: Package, dest: Path) -> None:
-    """`pip download` / `npm pack` into a scratch folder; keep its one file as `dest`."""
+    """`pip download` / `npm pack` / `apt-get download` into a scratch folder; keep its one file as `dest`."""
     # Absolute: the client runs in the scratch folder (apt-get download writes to its working directory).
     with tempfile.TemporaryDirectory(dir=dest.parent.resolve()) as scratch:
         command = client_command(package, Path(scratch))
@@ -427,7 +427,7 @@ def deb_data_tar(data: io.BufferedIOBase) -> bytes:
 
 
 def open_archive(name: str, data: io.BufferedIOBase) -> Iterator[Tuple[str, Callable[[], bytes]]]:
-    """(member name, read function) for each regular file of a zip/wheel, tar(.gz/.xz) or .deb."""
+    """(member name, read function) for each regular file of a zip/wheel, a tar (.tar, .tar.gz, .tgz) or a .deb."""
     if name.endswith(".deb"):
         # tarfile reads gz and xz itself; Debian's zstd-compressed data.tar would need a module we don't use.
         yield from open_archive("data.tar", io.BytesIO(deb_data_tar(data)))
@@ -442,7 +442,7 @@ def open_archive(name: str, data: io.BufferedIOBase) -> Iterator[Tuple[str, Call
             if tar_info.isfile():
                 yield tar_info.name, functools.partial(read_tar_member, tar_file, tar_info)
     else:
-        raise FetchError(f"{name}: unknown archive type (expected .whl, .zip, .tar.gz, .tgz or .deb)")
+        raise FetchError(f"{name}: unknown archive type (expected .whl, .zip, .tar, .tar.gz, .tgz or .deb)")
 
 
 def read_tar_member(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:

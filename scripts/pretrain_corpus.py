@@ -34,8 +34,9 @@ Every source but the original six has its default path ``assets/<name>``
 (where ``fetch`` puts it); ``--input NAME=PATH`` points any source elsewhere.
 
 Paragraph text is split into sentences by spaCy's rule-based ``sentencizer``;
-every source but CoNLL is tokenised by spaCy's English tokenizer (Brown
-sentences are kept as sentences and only re-tokenised).
+every source but CoNLL and a task's training text (``task_train``: their tokens
+are kept) is tokenised by spaCy's English tokenizer (Brown sentences are kept as
+sentences and only re-tokenised).
 
 Then, sentence by sentence:
 
@@ -296,7 +297,8 @@ SOURCES: Dict[str, Source] = {
         Source("sword_web", PARAGRAPHS, read_sword, "SWORD module engWEB2015eb: World English Bible"),
     ]
 }
-# Where `fetch` puts the sources that have no option of their own.
+# The sources with an option of their own (--news, ...); the others are read from assets/NAME
+# unless an --input NAME=PATH says otherwise.
 ORIGINAL_SOURCES = ("news", "sotu", "nlp_corpus", "brown", "moby_dick", "conll_train")
 
 

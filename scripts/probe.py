@@ -1,6 +1,6 @@
 """``probe``: what each biLM layer knows (the paper's section 5.3).
 
-    python scripts/probe.py OUTPUT_DIR [--bilm-dir training/bilm] [--brown assets/brown] \\
+    python scripts/probe.py OUTPUT_DIR [--bilm-dir BILM_DIR] [--brown assets/brown] \\
         [--conll-train corpus/conll/train.spacy] [--conll-dev corpus/conll/dev.spacy] \\
         [--vectors assets/en_core_web_md] [--max-sentences 2000] [--seed 0]
 

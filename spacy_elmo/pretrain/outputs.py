@@ -38,7 +38,7 @@ METRICS_NAME = "metrics.jsonl"
 CURVE_NAME = "training_curve.png"
 
 
-# What every checkpoint holds (train.save writes them; train.restore reads them).
+# What every checkpoint holds (checkpoint.save writes them; checkpoint.restore reads them).
 CHECKPOINT_KEYS = (
     "model",
     "optimizer",
