@@ -28,7 +28,7 @@ read from ``nlp.config["training"]``, where spaCy's training loop reads them.
 
 ``spacy-elmo.TrainingLog.v5`` adds ``keep_evaluated``: a directory the model
 spaCy saved as ``model-last`` at the stretch's last evaluation is moved to when
-training ends, normally, by an interrupt (Ctrl-C, the end of a session) or by an
+training ends, normally, by an interrupt (Ctrl-C: SIGINT) or by an
 error. spaCy saves ``model-last`` once more right then, with the weights of that
 moment, up to ``eval_frequency - 1`` updates later, and under the same
 ``meta.json``: a resumed stretch should start from the evaluation's weights, the
