@@ -50,9 +50,10 @@ The resume point is ``model-evaluated`` (the log's copy of the last evaluation's
 ``model-last``, kept when a stretch ends: an interrupted ``spacy train`` saves
 ``model-last`` once more, with later weights under the same ``meta.json``), else
 ``model-last``, else ``resume-point`` (a stretch killed before its first
-evaluation leaves the point it started from there). It is trusted only if its ``meta.json`` holds the losses and scores
-of the log's last evaluation and it loads; otherwise (missing, torn by the kill,
-saved after a later evaluation the log never got) the seed's directory is moved
+evaluation leaves the point it started from there). It is trusted only if its
+``meta.json`` holds the losses and scores of the log's last evaluation and it
+loads; otherwise (missing, torn by the kill, saved after a later evaluation the
+log never got) the seed's directory is moved
 to ``superseded/<time>/seedN`` beside it with a one-line message and the seed
 starts afresh (an earlier move is never replaced: nothing is deleted).
 
