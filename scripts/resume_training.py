@@ -76,7 +76,7 @@ from typing import Any, Dict, List, Optional
 import typer
 from project_errors import ProjectDataError
 
-from spacy_elmo.io import read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spacy_elmo.io import move_dir, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 STATE_FILE = "resume.json"
 LOG_FILE = "log.jsonl"
@@ -165,9 +165,7 @@ def replace_dir(source: Path, target: Path, move: bool) -> None:
     if source == target:
         return
     if move:
-        if target.exists():
-            shutil.rmtree(target)
-        source.rename(target)
+        move_dir(source, target)
         return
     tmp = target.with_name(f".{target.name}.tmp")
     if tmp.exists():

@@ -28,7 +28,7 @@ from project_errors import ProjectDataError
 
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.bilm.model import OPTIONS_NAME, WEIGHTS_NAME
-from spacy_elmo.io import file_sha256, read_json, read_jsonl
+from spacy_elmo.io import file_sha256, move_dir, read_json, read_jsonl
 from spacy_elmo.pretrain.outputs import CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME
 
 PROVENANCE_NAME = "provenance.json"
@@ -55,8 +55,7 @@ def fresh_tmp(dest: Path) -> Path:
 
 def swap_in(tmp: Path, dest: Path) -> None:
     """Replace `dest` with the finished `tmp`: a failure before this leaves the old `dest` whole."""
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.rename(dest)
+    move_dir(tmp, dest)
 
 
 def warm_start_provenance(config_text: Optional[str]) -> Optional[dict]:

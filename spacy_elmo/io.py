@@ -4,6 +4,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Type, Union
@@ -140,6 +141,13 @@ def write_jsonl_atomic(path: Path, records: Iterable[Dict[str, Any]]) -> None:
 def write_text_atomic(path: Union[str, Path], text: str) -> None:
     with atomic_path(Path(path)) as tmp:
         tmp.write_text(text, encoding="utf8")
+
+
+def move_dir(source: Path, target: Path) -> None:
+    """Move the directory ``source`` to ``target``, replacing whatever is there."""
+    if target.exists():
+        shutil.rmtree(target)
+    source.rename(target)
 
 
 def append_jsonl(path: Path, records: Iterable[Dict[str, Any]]) -> None:

@@ -39,7 +39,6 @@ The table leaves out the loss column of an elmo component whose biLM no
 listener fine-tunes: it is always 0.00, and users took it for a bug."""
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, Optional, Tuple
@@ -48,6 +47,7 @@ from spacy.training.loggers import console_logger_v3
 from spacy.util import registry
 
 from .errors import ElmoError
+from .io import move_dir
 from .optimizer_state import optimizer_for, restore_state, save_state
 
 RECORD_KEYS = ("epoch", "step", "score", "seconds", "words")
@@ -162,20 +162,13 @@ def training_log_v5(
             finalize_console()
             if stream is not None:
                 stream.close()
+            # spaCy saves model-last once more right after this, with the weights of that moment.
             if keep_evaluated is not None and evaluated_model is not None and evaluated_model.is_dir():
-                keep_model(evaluated_model, Path(keep_evaluated))
+                move_dir(evaluated_model, Path(keep_evaluated))
 
         return log_step, finalize
 
     return setup
-
-
-def keep_model(model_dir: Path, kept: Path) -> None:
-    """Move ``model_dir`` to ``kept`` (replacing it): spaCy saves model-last once more
-    right after the logger's finalize, with the weights of that moment."""
-    if kept.exists():
-        shutil.rmtree(kept)
-    model_dir.rename(kept)
 
 
 def patience_anchor(nlp: Any, best_step: int, step_offset: int) -> int:
