@@ -319,6 +319,9 @@ def test_auto_precision_is_bf16_only_where_native(tmp_path, text_files, capsys):
     assert f"training.precision = auto: {expected} on cpu" in capsys.readouterr().err
 
 
+DEV_PERPLEXITY_BOUND = {"full": 6.0, "sampled": 12.0, "adaptive": 6.0}
+
+
 @pytest.mark.parametrize("softmax", ["full", "sampled", "adaptive"])
 def test_bf16_pretraining_learns_like_fp32(tmp_path, text_files, softmax):
     """The bf16 path (autocast, the LSTM's fused node with bf16 GEMMs) learns the repeated text
@@ -329,7 +332,10 @@ def test_bf16_pretraining_learns_like_fp32(tmp_path, text_files, softmax):
         summary = run(tmp_path / "bf16", train, dev, **{"training.precision": "bf16", "training.softmax": softmax})
     curve = losses(tmp_path / "bf16")
     assert curve[-1] < 0.5 * curve[0], curve
-    assert summary["dev_perplexity"]["mean"] < 6.0
+    # 29 words: a model that learned nothing scores about 29 on dev. After 60 steps the sampled
+    # head's dev perplexity spreads with the seed in either precision (fp32, seeds 0-3: 4.0, 3.1,
+    # 4.6, 13.1; bf16 on an AMX Xeon: 8.2, 3.9, 7.5, 6.7), so its bound is looser.
+    assert summary["dev_perplexity"]["mean"] < DEV_PERPLEXITY_BOUND[softmax]
 
 
 def test_a_run_resumes_in_another_precision_and_logs_each(tmp_path, text_files):
