@@ -15,7 +15,10 @@ on the same batches, so host drift moves both: with both, the bf16/fp32 ratio
 of the medians and of each repeat's pair are printed. FLOPs are counted with the packed kernels swapped for plain
 aten matmuls (``kernels.unpacked``): FlopCounterMode does not see the packed ops.
 ``--profile N`` then prints where N steps' time went per precision
-(``torch.profiler``, ops by self CPU time: shares, which may be taken beside other jobs).
+(``torch.profiler``, ops by self CPU time: shares, which may be taken beside other jobs),
+the seconds a step spends in matrix products and in the rest, and with both precisions
+the bound on bf16 / fp32 that the fp32 step's non-matmul share leaves (Amdahl: products
+as much faster as the ceilings, the rest unchanged).
 
 bf16 runs only where the CPU has native bf16 (AVX512-BF16 or AMX): elsewhere
 torch emulates it and a step takes minutes, so the script prints the bf16
@@ -121,7 +124,18 @@ def make_step(precision: str, config, text: TrainingText):
     return step
 
 
-def print_profile(precision: str, step, first: int, steps: int, rows: int = 15) -> None:
+# The ops a step's matrix products run as (packed oneDNN/MKL kernels, plain aten).
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "mkldnn::_linear_pointwise", "mkl::_mkl_linear")
+
+
+class StepTime(NamedTuple):
+    """One precision's profiled step: seconds per step in matrix products and in all the rest."""
+
+    gemm: float
+    other: float
+
+
+def print_profile(precision: str, step, first: int, steps: int, rows: int = 15) -> StepTime:
     """Where a step's time goes: ``torch.profiler``'s ops by self CPU time over ``steps`` steps of
     ``step`` (already warmed up by the timings) from batch ``first`` on, as shares of the total."""
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -132,6 +146,21 @@ def print_profile(precision: str, step, first: int, steps: int, rows: int = 15) 
     print(f"{precision} profile, {steps} steps: self CPU time by op (share of {total / 1e6:.2f} s)")
     for event in events[:rows]:
         print(f"  {event.self_cpu_time_total / total:6.1%}  {event.count:6d} calls  {event.key}")
+    gemm = sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS) / 1e6 / steps
+    other = total / 1e6 / steps - gemm
+    print(f"  matrix products ({', '.join(GEMM_OPS)}): {gemm:.3f} s a step; all the rest: {other:.3f} s a step")
+    return StepTime(gemm, other)
+
+
+def print_bound(fp32: StepTime, bf16: StepTime, ceiling_ratio: float) -> None:
+    """Amdahl's bound on bf16 / fp32 from the fp32 profile: its matrix products sped up by the ratio
+    of the matmul ceilings, everything else as fast as in fp32 (casts free)."""
+    bound = (fp32.gemm + fp32.other) / (fp32.gemm / ceiling_ratio + fp32.other)
+    print(
+        f"bf16 / fp32 bound: {bound:.2f}x if every matrix product ran {ceiling_ratio:.2f}x faster (the ceilings' "
+        f"ratio) and the rest ({fp32.other / (fp32.gemm + fp32.other):.0%} of the fp32 step) took as long; "
+        f"measured: products {fp32.gemm / bf16.gemm:.2f}x faster, the rest {fp32.other / bf16.other:.2f}x"
+    )
 
 
 class Timings(NamedTuple):
@@ -222,8 +251,13 @@ def main() -> None:
             time_repeat(precision, step, timings[precision], args.steps, repeat)
     rates = {precision: report(precision, timings[precision], args.steps) for precision in steps}
     if args.profile:
-        for precision, step in steps.items():
-            print_profile(precision, step, 2 + args.repeats * args.steps, args.profile)
+        profiled = {
+            precision: print_profile(precision, step, 2 + args.repeats * args.steps, args.profile)
+            for precision, step in steps.items()
+        }
+        if len(profiled) == 2:
+            ratio = statistics.median(timings["bf16"].ceilings) / statistics.median(timings["fp32"].ceilings)
+            print_bound(profiled["fp32"], profiled["bf16"], ratio)
     if "fp32" in rates and "bf16" in rates:
         paired = [b / f for b, f in zip(timings["bf16"].rates, timings["fp32"].rates)]
         print(

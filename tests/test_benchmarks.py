@@ -59,13 +59,15 @@ def test_bench_pretrain_prints_tokens_per_second_and_the_ceiling_fraction():
     shares = [float(s) for s in re.findall(r"^ +(\d+\.\d)%  +\d+ calls  \S", out, re.M)]
     assert shares and shares == sorted(shares, reverse=True) and sum(shares) <= 100.05, out
     assert re.search(r"^fp32 profile, 1 steps: self CPU time by op", out, re.M), out
+    split = re.search(rf"^  matrix products \(.*\): ({NUMBER}) s a step; all the rest: ({NUMBER}) s a step$", out, re.M)
+    assert split and float(split.group(1)) > 0 and float(split.group(2)) > 0, out
 
 
 def test_bench_pretrain_alternates_the_precisions_and_prints_their_ratio_per_repeat_pair():
     out = run_benchmark(
         "bench_pretrain.py",
         *("--config", "configs/pretrain_tiny.cfg", "--precision", "fp32", "bf16", "--force-bf16"),
-        *("--steps", "1", "--repeats", "2"),
+        *("--steps", "1", "--repeats", "2", "--profile", "1"),
     )
     for precision in ("fp32", "bf16"):
         assert re.search(rf"^{precision}: +{NUMBER} tokens/s \(median of 2 x 1 steps", out, re.M), out
@@ -75,6 +77,11 @@ def test_bench_pretrain_alternates_the_precisions_and_prints_their_ratio_per_rep
     assert pair, out
     low, high = float(pair.group(3)), float(pair.group(4))
     assert 0 < low <= float(pair.group(2)) <= high, out
+    # Amdahl: the matrix products sped up by the ceilings' ratio, the rest as in fp32
+    bound = re.search(rf"^bf16 / fp32 bound: ({NUMBER})x if every matrix product ran ({NUMBER})x faster", out, re.M)
+    assert bound, out
+    ratio = float(bound.group(2))
+    assert min(1.0, ratio) - 0.005 <= float(bound.group(1)) <= max(1.0, ratio) + 0.005, out
 
 
 def test_bench_pretrain_refuses_a_negative_profile_count_before_building_anything():
