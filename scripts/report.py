@@ -361,10 +361,27 @@ def words_per_second_cell(speed: Dict[str, Any], name: str, same_as: Optional[st
 
 def speed_note(speed: Dict[str, Any]) -> str:
     return (
-        f"words/s: each config's seed-{speed['seed']} pipeline (`model-best`) on the test split "
+        f"words/s: {timed_pipelines(speed)} on the test split "
         f"({speed['sentences']:,} sentences, {speed['words']:,} words, one Doc each), `nlp.pipe`, the median of "
         f"{speed['repeats']} passes after a warm-up; one run for all configs, on {speed['cpu']} with "
         f"{speed['threads']} threads for torch, {speed['date']}: `{speed['command']}`."
+    )
+
+
+def timed_pipelines(speed: Dict[str, Any]) -> str:
+    """What the speed record timed: the trained pipelines, or untrained ones (bench_trained.py
+    --initialize) with every trained twin it timed beside them, which shows the two equal."""
+    if not speed.get("initialized_on"):
+        return f"each config's seed-{speed['seed']} pipeline (`model-best`)"
+    twins = [
+        f"`{run}` {r['words_per_second_trained']:,.0f} trained against {r['words_per_second']:,.0f}"
+        for run, r in speed["runs"].items()
+        if "words_per_second_trained" in r
+    ]
+    return (
+        f"each config's pipeline built from its seed-{speed['seed']} record and initialized on "
+        f"`{speed['initialized_on']}`, untrained (the trained pipelines were gone; a pipeline computes the same "
+        f"whatever its weights{': ' + ', '.join(twins) if twins else ''})"
     )
 
 

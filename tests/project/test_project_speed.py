@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import report
 import spacy
-from spacy.tokens import Doc, DocBin
+from spacy.tokens import Doc, DocBin, Span
 from spacy.util import load_config, load_model_from_config
 
 from ..conftest import tiny_bilm
@@ -107,6 +107,77 @@ def test_a_task_without_runs_and_an_empty_data_file_are_refused(trained, tmp_pat
     zero_bytes.write_bytes(b"")
     with pytest.raises(SystemExit, match=re.escape(f"error: {zero_bytes} is empty (0 bytes), not a .spacy file")):
         bench(trained, tmp_path / "speed.json", "--runs", "ner_cnn", data=zero_bytes)
+
+
+@pytest.fixture(scope="module")
+def records(trained):
+    """experiment.py's records of three NER runs (two with trained pipelines in `trained`, one
+    without), a sentiment run's, and a training split with two entity labels."""
+    root = trained / "records"
+    options, weights = str(trained / "options.json"), str(trained / "weights.hdf5")
+    elmo = ["--paths.elmo_options", options, "--paths.elmo_weights", weights]
+    runs = {
+        "ner_cnn": ("ner_cnn.cfg", []),
+        "ner_elmo": ("ner_elmo.cfg", [*elmo, "--components.elmo.precision", "int8"]),
+        "ner_gone": ("ner_cnn.cfg", []),
+        "sentiment_bow": ("textcat_bow.cfg", []),
+    }
+    for run, (config, overrides) in runs.items():
+        (root / run).mkdir(parents=True)
+        record = {"config": str(REPO / "configs" / config), "overrides": overrides, "seed": 0}
+        (root / run / "seed0.json").write_text(json.dumps(record), encoding="utf8")
+    docs = []
+    for words in SENTENCES:
+        doc = Doc(spacy.blank("en").vocab, words=words)
+        doc.ents = [Span(doc, 0, 1, label="LOC" if words[0] == "Japan" else "PER")]
+        docs.append(doc)
+    DocBin(docs=docs).to_disk(trained / "train.spacy")
+    return root
+
+
+def test_without_trained_pipelines_each_run_is_built_from_its_record_and_timed_untrained(
+    trained, records, tmp_path, capsys
+):
+    output = tmp_path / "speed_ner.json"
+    train = trained / "train.spacy"
+    bench(trained, output, "--task", "ner", "--repeats", "1", "--threads", "1", "--initialize", str(train),
+          "--records-dir", str(records))  # fmt: skip
+    record = json.loads(output.read_text(encoding="utf8"))
+    assert sorted(record["runs"]) == ["ner_cnn", "ner_elmo", "ner_gone"]
+    assert record["initialized_on"] == str(train)
+    cnn, elmo, gone = (record["runs"][run] for run in ("ner_cnn", "ner_elmo", "ner_gone"))
+    assert cnn["pipeline"] == f"{REPO / 'configs/ner_cnn.cfg'}, initialized on {train} (untrained)"
+    assert elmo["precision"] == "int8"  # the record's overrides reach the pipeline
+    # a run whose trained pipeline is there is timed both ways, in the same run; one without, once
+    assert cnn["words_per_second_trained"] > 0 and elmo["words_per_second_trained"] > 0
+    assert gone["words_per_second"] > 0 and "words_per_second_trained" not in gone
+    assert "| ner_gone | - | 1000 |" in capsys.readouterr().out
+    note = report.speed_note(record)
+    assert f"initialized on `{train}`, untrained (the trained pipelines were gone" in note
+    assert f"`ner_cnn` {cnn['words_per_second_trained']:,.0f} trained against {cnn['words_per_second']:,.0f}" in note
+
+
+def test_a_record_builds_the_pipeline_spacy_train_would_start_from(trained, records):
+    record = json.loads((records / "ner_elmo/seed0.json").read_text(encoding="utf8"))
+    nlp = bench_trained.initialize_from_record(record, trained / "train.spacy")
+    assert nlp.pipe_names == ["elmo", "ner"]
+    assert sorted(nlp.get_pipe("ner").labels) == ["LOC", "PER"]  # from the training split
+    elmo = nlp.get_pipe("elmo")
+    assert (elmo.cfg["cache_size_mb"], elmo.cfg["precision"]) == (0, "int8")
+
+
+def test_initialize_names_a_missing_split_or_record_before_any_timing(trained, records, tmp_path):
+    output = tmp_path / "speed.json"
+    with pytest.raises(SystemExit, match=r"--initialize .*nowhere.spacy: no such file"):
+        bench(trained, output, "--task", "ner", "--initialize", str(tmp_path / "nowhere.spacy"))
+    train = str(trained / "train.spacy")
+    with pytest.raises(SystemExit, match=r"run ner_missing has no record for seed 0: no .*ner_missing/seed0.json"):
+        bench(trained, output, "--runs", "ner_cnn", "ner_missing", "--initialize", train, "--records-dir", str(records))
+    (tmp_path / "records/ner_cut").mkdir(parents=True)
+    (tmp_path / "records/ner_cut/seed0.json").write_text('{"config": ', encoding="utf8")
+    with pytest.raises(SystemExit, match=r"ner_cut/seed0.json: not a valid JSON file"):
+        bench(trained, output, "--task", "ner", "--initialize", train, "--records-dir", str(tmp_path / "records"))
+    assert not output.exists()
 
 
 def ner_record(f1: float):
