@@ -384,7 +384,7 @@ def _candidate(cell):
 
 
 def test_the_docs_dev_table_says_what_the_committed_search_records_say():
-    """docs/results.md's "Dev scores so far" is written by hand while the search runs;
+    """docs/results.md's "Dev scores" table is written by hand from the search's records;
     every score and gain in it must be the report's, from reports/search and reports/runs, and
     its bold rows (each task's highest ELMo dev) the choices in project.yml's vars."""
     report = search_lines(load_runs(REPO / "reports" / "search", dev_only=True), load_runs(REPO / "reports" / "runs"))
