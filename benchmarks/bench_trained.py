@@ -193,15 +193,20 @@ def time_runs(args, sentences) -> Dict[str, Dict[str, Any]]:
     if args.initialize:
         runs = args.runs or find_recorded_runs(args.records_dir, args.task, args.seed)
         records = read_records(args.records_dir, runs, args.seed)
-        timings = ((run, lambda run=run: time_initialized_run(run, records[run], sentences, args)) for run in runs)
+
+        def time_one(run: str) -> Dict[str, Any]:
+            return time_initialized_run(run, records[run], sentences, args)
+
     else:
-        paths = check_runs(
-            args.training_dir, args.runs or find_runs(args.training_dir, args.task, args.seed), args.seed
-        )
-        timings = ((run, lambda run=run: time_run(paths[run], sentences, args)) for run in paths)
+        runs = args.runs or find_runs(args.training_dir, args.task, args.seed)
+        paths = check_runs(args.training_dir, runs, args.seed)
+
+        def time_one(run: str) -> Dict[str, Any]:
+            return time_run(paths[run], sentences, args)
+
     results = {}
-    for run, timing in timings:
-        results[run] = timing()
+    for run in runs:
+        results[run] = time_one(run)
         print(f"{run}: {results[run]['words_per_second']:,.0f} words/s", flush=True)
     return results
 
