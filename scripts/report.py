@@ -563,7 +563,8 @@ def plots(summary, runs, pretrain_records, reports_dir: Path) -> List[Path]:
             range(len(names)), means, yerr=sds, capsize=4, color=["#999" if "elmo" not in n else "#c44" for n in names]
         )
         ax.set_xticks(range(len(names)))
-        ax.set_xticklabels([n.split("_", 1)[1] for n in names])
+        # Slanted: the _acc runs' names overlap their neighbours' when level.
+        ax.set_xticklabels([n.split("_", 1)[1] for n in names], rotation=30, ha="right")
         ax.set_ylabel(label)
         if means:
             ax.set_ylim(max(0, min(means) - 10), max(means) + 5)
