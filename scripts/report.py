@@ -581,7 +581,7 @@ def plots(summary, runs, pretrain_records, reports_dir: Path) -> List[Path]:
 
     rows = layer_weight_rows(runs)
     if rows:
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = plt.subplots(figsize=(9, 4))
         width = 0.8 / len(rows)
         for i, (run, component, weights, _) in enumerate(rows):
             ax.bar([j + i * width for j in range(len(weights))], weights, width=width, label=f"{run} ({component})")
@@ -589,7 +589,8 @@ def plots(summary, runs, pretrain_records, reports_dir: Path) -> List[Path]:
         ax.set_xticklabels([f"layer {j}" for j in range(len(rows[0][2]))])
         ax.set_ylabel("softmax(s)")
         ax.axhline(1 / len(rows[0][2]), color="#888", linestyle=":", label="plain average")
-        ax.legend(fontsize=8)
+        # Beside the axes: over them it hid the tallest bars once six runs had weights.
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
         fig.tight_layout()
         written.append(reports_dir / "layer_weights.png")
         fig.savefig(written[-1], dpi=110)
