@@ -116,9 +116,11 @@ def test_the_hours_the_docs_quote_for_all_are_the_plans(tiny_project, tmp_path, 
     minutes = [(float(cells[1]), cells[2]) for cells in rows]
     total = sum(m for m, _ in minutes)
     estimated = sum(m for m, basis in minutes if basis.startswith("estimated"))
-    quoted = (
-        f"about {total / 60:.0f} hours on 2 CPU cores by the plan ({(total - estimated) / 60:.0f} measured; "
-        f"the chosen task models' runs, about {estimated / 60:.0f} more, estimated)"
+    quoted = f"about {total / 60:.0f} hours on 2 CPU cores by the plan" + (
+        f" ({(total - estimated) / 60:.0f} measured; the chosen task models' runs, about {estimated / 60:.0f} more, "
+        "estimated)"
+        if estimated
+        else ", every step's minutes measured"
     )
     assert quoted in (REPO / "docs" / "project.md").read_text()
 
