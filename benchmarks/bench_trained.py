@@ -36,7 +36,7 @@ import shlex
 import sys
 from datetime import date
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import spacy
 import torch
@@ -53,47 +53,42 @@ def pipeline_path(training_dir: Path, run: str, seed: int) -> Path:
     return training_dir / run / f"seed{seed}" / "model-best"
 
 
-def find_runs(training_dir: Path, task: str, seed: int) -> List[str]:
-    """Every ``TASK_*`` run under ``training_dir`` with a trained pipeline for ``seed``, by name."""
-    runs = sorted(p.name for p in training_dir.glob(f"{task}_*") if pipeline_path(training_dir, p.name, seed).is_dir())
-    if not runs:
-        raise SystemExit(f"error: no {task}_* run under {training_dir} has seed{seed}/model-best")
-    return runs
-
-
-def check_runs(training_dir: Path, runs: List[str], seed: int) -> Dict[str, Path]:
-    """Each run's pipeline directory; an error naming the first run without one, before any timing."""
-    paths = {run: pipeline_path(training_dir, run, seed) for run in runs}
-    for run, path in paths.items():
-        if not (path / "config.cfg").is_file():
-            raise SystemExit(f"error: run {run} has no trained pipeline for seed {seed}: no {path}/config.cfg")
-    return paths
-
-
 def record_path(records_dir: Path, run: str, seed: int) -> Path:
     return records_dir / run / f"seed{seed}.json"
 
 
-def find_recorded_runs(records_dir: Path, task: str, seed: int) -> List[str]:
-    """Every ``TASK_*`` run under ``records_dir`` with a record for ``seed``, by name."""
-    runs = sorted(p.name for p in records_dir.glob(f"{task}_*") if record_path(records_dir, p.name, seed).is_file())
+def find_runs(root: Path, task: str, seed: int, path_of: Callable[[Path, str, int], Path]) -> List[str]:
+    """Every ``TASK_*`` run under ``root`` whose ``path_of(root, run, seed)`` exists, by name
+    (``pipeline_path``: trained pipelines; ``record_path``: experiment.py's records)."""
+    runs = sorted(p.name for p in root.glob(f"{task}_*") if path_of(root, p.name, seed).exists())
     if not runs:
-        raise SystemExit(f"error: no {task}_* run under {records_dir} has seed{seed}.json")
+        wanted = path_of(root, "RUN", seed).relative_to(root / "RUN")
+        raise SystemExit(f"error: no {task}_* run under {root} has {wanted}")
     return runs
+
+
+def require_each(runs: List[str], seed: int, files: Dict[str, Path], what: str) -> None:
+    """An error naming the first run whose file is missing, before any timing."""
+    for run in runs:
+        if not files[run].is_file():
+            raise SystemExit(f"error: run {run} has no {what} for seed {seed}: no {files[run]}")
+
+
+def check_runs(training_dir: Path, runs: List[str], seed: int) -> Dict[str, Path]:
+    """Each run's pipeline directory, each checked to hold a trained pipeline."""
+    paths = {run: pipeline_path(training_dir, run, seed) for run in runs}
+    require_each(runs, seed, {run: path / "config.cfg" for run, path in paths.items()}, "trained pipeline")
+    return paths
 
 
 def read_records(records_dir: Path, runs: List[str], seed: int) -> Dict[str, Dict[str, Any]]:
     """Each run's record; an error naming the first run without a readable one, before any timing."""
-    records = {}
-    for run in runs:
-        path = record_path(records_dir, run, seed)
-        if not path.is_file():
-            raise SystemExit(f"error: run {run} has no record for seed {seed}: no {path}")
-        try:
-            records[run] = read_json(path, ValueError)
-        except ValueError as err:
-            raise SystemExit(f"error: {err}") from None
-    return records
+    paths = {run: record_path(records_dir, run, seed) for run in runs}
+    require_each(runs, seed, paths, "record")
+    try:
+        return {run: read_json(path, ValueError) for run, path in paths.items()}
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
 
 
 def initialize_from_record(record: Dict[str, Any], train: Path):
@@ -191,14 +186,14 @@ def parse_args(argv=None):
 def time_runs(args, sentences) -> Dict[str, Dict[str, Any]]:
     """Every run's timing, each printed as it lands; the runs are checked before any timing."""
     if args.initialize:
-        runs = args.runs or find_recorded_runs(args.records_dir, args.task, args.seed)
+        runs = args.runs or find_runs(args.records_dir, args.task, args.seed, record_path)
         records = read_records(args.records_dir, runs, args.seed)
 
         def time_one(run: str) -> Dict[str, Any]:
             return time_initialized_run(run, records[run], sentences, args)
 
     else:
-        runs = args.runs or find_runs(args.training_dir, args.task, args.seed)
+        runs = args.runs or find_runs(args.training_dir, args.task, args.seed, pipeline_path)
         paths = check_runs(args.training_dir, runs, args.seed)
 
         def time_one(run: str) -> Dict[str, Any]:

@@ -177,6 +177,8 @@ def test_initialize_names_a_missing_split_or_record_before_any_timing(trained, r
     (tmp_path / "records/ner_cut/seed0.json").write_text('{"config": ', encoding="utf8")
     with pytest.raises(SystemExit, match=r"ner_cut/seed0.json: not a valid JSON file"):
         bench(trained, output, "--task", "ner", "--initialize", train, "--records-dir", str(tmp_path / "records"))
+    with pytest.raises(SystemExit, match=r"no textcat_\* run under .*records has seed0.json"):
+        bench(trained, output, "--task", "textcat", "--initialize", train, "--records-dir", str(tmp_path / "records"))
     assert not output.exists()
 
 
