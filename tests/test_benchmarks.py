@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 import pytest
+import spacy
 from spacy.tokens import DocBin
 
 from .conftest import DATA, tiny_bilm
@@ -156,3 +157,25 @@ def test_bf16_loss_curve_compares_bf16_with_the_fp32_seeds(tmp_path):
     assert re.search(
         r"^bf16 within the fp32 seeds' noise: held-out perplexity (yes|NO), training loss (yes|NO)$", out, re.M
     )
+
+
+def test_bench_train_memory_prints_the_growth_and_the_cache_per_malloc_setting(tmp_path):
+    nlp = spacy.blank("en")
+    docs = []
+    for text, label in (("great movie", "POS"), ("awful film", "NEG"), ("loved it", "POS"), ("dull plot", "NEG")):
+        doc = nlp.make_doc(text)
+        doc.cats = {"POS": float(label == "POS"), "NEG": float(label == "NEG")}
+        docs.append(doc)
+    DocBin(docs=docs).to_disk(tmp_path / "cats.spacy")
+    tiny_bilm(seed=5).to_files(tmp_path / "options.json", tmp_path / "weights.hdf5")
+    out = run_benchmark(
+        "bench_train_memory.py", "configs/textcat_elmo.cfg", str(tmp_path / "cats.spacy"),
+        str(tmp_path / "cats.spacy"), "--bilm-dir", str(tmp_path), "--steps", "4", "--every", "1", "--warmup", "1",
+    )  # fmt: skip
+    for setting in ("glibc default", "MALLOC_MMAP_THRESHOLD_=65536"):
+        row = re.search(
+            rf"^{setting} \| {NUMBER} \| {NUMBER} \| -?{NUMBER} \| (\d+) entries, .* (\d+)% hits$", out, re.M
+        )
+        assert row, out
+        # the step-0 evaluation reads the same four docs the first update cached
+        assert int(row.group(1)) == 4 and int(row.group(2)) > 0, out
