@@ -34,12 +34,13 @@ overlapping windows the component uses now.
 """
 
 import argparse
-import multiprocessing
 import os
 import resource
 import tempfile
 import time
 from pathlib import Path
+
+from machine import in_fresh_process
 
 STORES = [("all", "float32"), ("all", "float16"), ("mix", "float32"), ("none", "float32")]
 
@@ -156,12 +157,7 @@ def main() -> None:
 
 def measure(store, dtype, n_tokens, bilm_dir, threads, cache_mb):
     """One setting in a fresh process: (seconds, peak RSS above baseline in MB, layers' shape)."""
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=run, args=(store, dtype, n_tokens, bilm_dir, threads, cache_mb, queue))
-    process.start()
-    _, _, seconds, rss, shape = queue.get()
-    process.join()
+    _, _, seconds, rss, shape = in_fresh_process(run, store, dtype, n_tokens, bilm_dir, threads, cache_mb)
     return seconds, rss, shape
 
 

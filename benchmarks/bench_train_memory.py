@@ -18,14 +18,13 @@ fixed threshold, the growth is the heap fragmenting, not live memory.
 
 import argparse
 import contextlib
-import multiprocessing
 import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from machine import cpu_model
+from machine import cpu_model, in_fresh_process
 
 SETTINGS = [("glibc default", None), ("MALLOC_MMAP_THRESHOLD_=65536", "65536")]
 
@@ -95,13 +94,7 @@ def measure(config: Path, overrides, every: int, threads: int, threshold: Option
         os.environ.pop("MALLOC_MMAP_THRESHOLD_", None)
     else:
         os.environ["MALLOC_MMAP_THRESHOLD_"] = threshold
-    context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=train_and_sample, args=(config, overrides, every, threads, queue))
-    process.start()
-    result = queue.get()
-    process.join()
-    return result
+    return in_fresh_process(train_and_sample, config, overrides, every, threads)
 
 
 def config_overrides(args) -> Dict[str, object]:

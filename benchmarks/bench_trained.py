@@ -67,24 +67,24 @@ def find_runs(root: Path, task: str, seed: int, path_of: Callable[[Path, str, in
     return runs
 
 
-def require_each(runs: List[str], seed: int, files: Dict[str, Path], what: str) -> None:
-    """An error naming the first run whose file is missing, before any timing."""
-    for run in runs:
-        if not files[run].is_file():
-            raise SystemExit(f"error: run {run} has no {what} for seed {seed}: no {files[run]}")
+def require_each(files: Dict[str, Path], seed: int, what: str) -> None:
+    """An error naming the first run (in ``files``' order) whose file is missing, before any timing."""
+    for run, path in files.items():
+        if not path.is_file():
+            raise SystemExit(f"error: run {run} has no {what} for seed {seed}: no {path}")
 
 
 def check_runs(training_dir: Path, runs: List[str], seed: int) -> Dict[str, Path]:
     """Each run's pipeline directory, each checked to hold a trained pipeline."""
     paths = {run: pipeline_path(training_dir, run, seed) for run in runs}
-    require_each(runs, seed, {run: path / "config.cfg" for run, path in paths.items()}, "trained pipeline")
+    require_each({run: path / "config.cfg" for run, path in paths.items()}, seed, "trained pipeline")
     return paths
 
 
 def read_records(records_dir: Path, runs: List[str], seed: int) -> Dict[str, Dict[str, Any]]:
     """Each run's record; an error naming the first run without a readable one, before any timing."""
     paths = {run: record_path(records_dir, run, seed) for run in runs}
-    require_each(runs, seed, paths, "record")
+    require_each(paths, seed, "record")
     try:
         return {run: read_json(path, ValueError) for run, path in paths.items()}
     except ValueError as err:

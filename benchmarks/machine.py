@@ -1,5 +1,6 @@
 """What every benchmark prints first: the CPU, and its matmul ceiling measured in the same run."""
 
+import multiprocessing
 import platform
 import statistics
 import subprocess
@@ -49,3 +50,15 @@ def median_seconds(run, repeats: int) -> float:
 
 def header(threads: int) -> str:
     return f"CPU: {cpu_model()}; torch {torch.__version__}, {threads} threads"
+
+
+def in_fresh_process(target, *args):
+    """``target(*args, queue)`` in a spawned process (its own heap, allocator settings and
+    peak RSS); what it puts on the queue."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=target, args=(*args, queue))
+    process.start()
+    result = queue.get()  # before join: a child blocks on a full queue until it is read
+    process.join()
+    return result
