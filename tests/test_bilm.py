@@ -178,3 +178,44 @@ def test_char_cnn_cut_to_content_equals_the_full_width():
         full = model.char_encoder._convolve(ids)
     assert torch.allclose(cut, full, atol=1e-6)
     assert len(ids) > 256  # several chunks, of different widths
+
+
+def test_the_weights_generation_follows_every_change_of_the_weights(tmp_path):
+    import copy
+
+    from spacy_elmo.bilm.generation import mark_weights_changed
+
+    bilm = tiny_bilm(seed=7).eval()
+    sentence = [["a", "tiny", "sentence"]]
+    seen = [bilm.weights_generation]
+
+    def changed() -> bool:
+        seen.append(bilm.weights_generation)
+        return seen[-1] != seen[-2]
+
+    first = bilm.embed_batch(sentence)[0]
+    with torch.no_grad():  # in place, as an optimizer does: the tensors' versions may not say so
+        for p in bilm.parameters():
+            p.mul_(0.5)
+    assert not changed()
+    bilm.mark_weights_changed()
+    assert changed()
+    halved = bilm.embed_batch(sentence)[0]
+    assert not numpy.allclose(halved, first, atol=1e-4)
+    afresh = ElmoBiLM(bilm.options)
+    afresh.load_state_dict(bilm.state_dict())
+    numpy.testing.assert_allclose(halved, afresh.eval().embed_batch(sentence)[0], atol=1e-6)
+    bilm.load_state_dict(tiny_bilm(seed=7).state_dict())
+    assert changed()
+    numpy.testing.assert_allclose(bilm.embed_batch(sentence)[0], first, atol=1e-6)
+    bilm.load_tf_arrays(tiny_bilm(seed=8).tf_arrays())
+    assert changed()
+    bilm.to("cpu", dtype=torch.float32)
+    assert changed()
+    bilm.train()
+    assert not changed()
+    bilm.eval()  # leaving train mode: a torch loop may have stepped in place
+    assert changed()
+    mark_weights_changed(torch.nn.Sequential(bilm))  # any module holding the biLM
+    assert changed()
+    assert copy.deepcopy(bilm).weights_generation not in seen

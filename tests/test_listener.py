@@ -8,7 +8,7 @@ import pytest
 import spacy
 import torch
 from spacy.training import Example
-from thinc.api import fix_random_seed
+from thinc.api import Adam, fix_random_seed
 
 from spacy_elmo.bilm import ElmoError
 from spacy_elmo.layers.bilm_model import get_bilm
@@ -183,10 +183,27 @@ def test_grad_factor_fine_tunes_the_bilm(weight_files):
     assert losses["elmo"] > 0
     after = bilm_params(nlp)
     assert any(not torch.equal(after[k], before[k]) for k in before)
-    # The cache notices the new weights.
-    doc = nlp(TEST_TEXTS[0])
-    expected = get_bilm(nlp.get_pipe("elmo").model).embed_batch([[t.text for t in doc]])[0]
-    numpy.testing.assert_allclose(doc._.elmo_layers, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("cache_size_mb", [0, 16])
+def test_a_fine_tuned_pipeline_predicts_with_its_updated_weights(weight_files, tmp_path, cache_size_mb):
+    """Predict, update, predict: the second prediction must come from the updated weights (the
+    caches derived from them, the layer cache, the type cache and the packed kernels, included),
+    as the same weights loaded afresh compute them."""
+    nlp = make_nlp(weight_files, ner_listener=listener(grad_factor=1.0), cache_size_mb=cache_size_mb)
+    egs = examples(nlp)
+    optimizer = nlp.initialize(lambda: egs)
+    before = nlp(TEST_TEXTS[0])._.elmo_layers.copy()
+    for _ in range(3):  # spaCy zero-initialises output layers: no input gradient on step 1
+        nlp.update(egs, sgd=optimizer)
+    after = nlp(TEST_TEXTS[0])._.elmo_layers
+    assert not numpy.allclose(after, before, atol=1e-4)  # the update moved the biLM
+    nlp.to_disk(tmp_path / "pipeline")
+    afresh = spacy.load(tmp_path / "pipeline")(TEST_TEXTS[0])._.elmo_layers
+    numpy.testing.assert_allclose(after, afresh, atol=1e-5)
+    # And the plain torch API on the same module: its own caches follow the updates too.
+    words = TEST_TEXTS[0].split()
+    numpy.testing.assert_allclose(get_bilm(nlp.get_pipe("elmo").model).embed_batch([words])[0], afresh, atol=1e-5)
 
 
 def test_a_fine_tuned_bilm_is_what_the_saved_pipeline_carries(weight_files, tmp_path):
@@ -508,3 +525,35 @@ def test_elmo_beside_the_encoders_output_under_a_pooled_textcat(weight_files, tm
     assert all(x.shape[1] == 8 + width for x in before[2]["textcat"])  # the encoder's 8 + ELMo's 2P
     nlp.to_disk(tmp_path / "pipeline")
     assert_same_predictions(predictions(spacy.load(tmp_path / "pipeline")), before)
+
+
+def test_evaluation_under_averaged_params_sees_the_averages(weight_files, tmp_path):
+    # spacy train evaluates (and saves model-best) inside nlp.use_params(optimizer.averages): what
+    # it scores must be what it saves. (thinc 8.3's PyTorchShim swaps no averages in: its keys
+    # never match the optimizer's, so the biLM runs its current weights there.)
+    nlp = make_nlp(weight_files, ner_listener=listener(grad_factor=1.0), cache_size_mb=16)
+    egs = examples(nlp)
+    nlp.initialize(lambda: egs)
+    optimizer = Adam(0.01, use_averages=True)  # as spaCy's training configs have it
+    for _ in range(3):
+        nlp.update(egs, sgd=optimizer)
+    assert optimizer.averages
+    current = nlp(TEST_TEXTS[0])._.elmo_layers.copy()
+    with nlp.use_params(optimizer.averages):
+        averaged = nlp(TEST_TEXTS[0])._.elmo_layers.copy()
+        nlp.to_disk(tmp_path / "averaged")
+    numpy.testing.assert_allclose(spacy.load(tmp_path / "averaged")(TEST_TEXTS[0])._.elmo_layers, averaged, atol=1e-5)
+    numpy.testing.assert_allclose(nlp(TEST_TEXTS[0])._.elmo_layers, current, atol=1e-6)
+
+
+def test_an_update_bumps_the_weights_generation_and_prediction_leaves_eval_mode(weight_files):
+    nlp = make_nlp(weight_files, ner_listener=listener(grad_factor=1.0))
+    optimizer, _ = train(nlp, steps=1)
+    bilm = get_bilm(nlp.get_pipe("elmo").model)
+    nlp(TEST_TEXTS[0])
+    assert not bilm.training  # thinc's own shim leaves its module in train mode
+    generation = bilm.weights_generation
+    nlp("Bob visited Paris .")
+    assert bilm.weights_generation == generation  # a prediction changes nothing
+    nlp.update(examples(nlp), sgd=optimizer)
+    assert bilm.weights_generation != generation

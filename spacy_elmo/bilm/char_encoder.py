@@ -13,7 +13,8 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from .char_ids import N_CHARACTERS, PAD_CHAR
-from .kernels import PackedLinear, check_precision, weights_version
+from .generation import TracksWeights, WeightsGeneration
+from .kernels import PackedLinear, check_precision
 from .options import ElmoOptions
 
 # Tokens per chunk in the CNN: bounds the (tokens x positions x filters)
@@ -31,9 +32,11 @@ class InferenceWeights(NamedTuple):
     dense: Sequence[Callable[[Tensor], Tensor]]  # the highway layers, then the projection
 
 
-class CharEncoder(nn.Module):
-    def __init__(self, options: ElmoOptions) -> None:
+class CharEncoder(TracksWeights):
+    def __init__(self, options: ElmoOptions, generation: Optional[WeightsGeneration] = None) -> None:
         super().__init__()
+        # Shared with the biLM's other modules: the packed copies below are keyed on it.
+        self.generation = generation or WeightsGeneration()
         self.filters = list(options.filters)
         self.char_dim = options.char_dim
         self.max_chars = options.max_characters_per_token
@@ -80,6 +83,7 @@ class CharEncoder(nn.Module):
                 bias[n_filters:] = -2.0  # TF highway: carry bias starts at -2
             nn.init.normal_(self.proj_weight, 0.0, (1.0 / n_filters) ** 0.5)
             self.proj_bias.zero_()
+        self.generation.bump()
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -93,7 +97,7 @@ class CharEncoder(nn.Module):
 
     def weights_key(self) -> tuple:
         """Changes whenever the weights (or how they run) change."""
-        return (self.precision,) + weights_version(self.parameters())
+        return (self.precision, self.generation.value)
 
     def forward(self, char_ids: Tensor) -> Tensor:
         """``(n_tokens, max_chars)`` ids -> ``(n_tokens, projection_dim)`` vectors."""
@@ -197,6 +201,7 @@ class CharEncoder(nn.Module):
                 bias[n_filters:].copy_(torch.from_numpy(arrays[f"CNN_high_{k}/b_carry"]))
             self.proj_weight.copy_(torch.from_numpy(arrays["CNN_proj/W_proj"]))
             self.proj_bias.copy_(torch.from_numpy(arrays["CNN_proj/b_proj"]))
+        self.generation.bump()
 
     def tf_arrays(self) -> Dict[str, numpy.ndarray]:
         def arr(t: Tensor) -> numpy.ndarray:

@@ -1,4 +1,4 @@
-"""The biLM's matmuls, packed once per weight version for the CPU's fastest kernel.
+"""The biLM's matmuls, packed once per weights generation (generation.py) for the CPU's fastest kernel.
 
 ``PackedLinear(weight, bias)`` computes ``x @ weight + bias (+ add)`` for a
 ``(in, out)`` weight, in one of these ways:
@@ -25,7 +25,7 @@ and only used without autograd.
 import os
 import warnings
 from contextlib import contextmanager
-from typing import Iterable, Iterator, Optional, Union
+from typing import Iterator, Optional, Union
 
 import torch
 from torch import Tensor
@@ -77,10 +77,19 @@ def native_cpu_bf16() -> bool:
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
+# The first CUDA compute capability with bf16 tensor cores (Ampere): older GPUs (V100, T4)
+# run bf16 emulated, slower than fp32, though torch.cuda.is_bf16_supported() counts them.
+NATIVE_BF16_CUDA_CAPABILITY = (8, 0)
+
+
 def native_bf16(device: Union[str, torch.device]) -> bool:
+    """Whether ``device`` itself (not the current CUDA device) computes bf16 natively."""
     device = torch.device(device)
     if device.type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        if not torch.cuda.is_available():
+            return False
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return tuple(torch.cuda.get_device_capability(index)) >= NATIVE_BF16_CUDA_CAPABILITY
     return device.type == "cpu" and native_cpu_bf16()
 
 
@@ -90,10 +99,12 @@ def bf16_forced() -> bool:
 
 def check_precision(precision: str, what: str = "precision", device: Optional[Union[str, torch.device]] = None) -> None:
     """``what`` names the setting in the message (``--precision``, ``elmo precision``).
-    With a ``device``: also refuse "bf16" where it is not native (unless forced), before
-    anything is loaded."""
+    With a ``device``: also refuse "int8" off the CPU and "bf16" where it is not native
+    (unless forced), before anything is loaded."""
     if precision not in PRECISIONS:
         raise ElmoError(f"{what} must be one of {PRECISIONS}, got {precision!r}")
+    if device is not None and precision == "int8" and torch.device(device).type != "cpu":
+        raise ElmoError(f"{what} 'int8' runs on the CPU only (its kernels are fbgemm/oneDNN), not on {device}")
     if device is not None and precision == "bf16" and not native_bf16(device) and not bf16_forced():
         on_cpu = torch.device(device).type == "cpu"
         where = "this CPU has neither AVX512-BF16 nor AMX" if on_cpu else f"{device} has no bf16 support"
@@ -101,15 +112,6 @@ def check_precision(precision: str, what: str = "precision", device: Optional[Un
             f"{what} 'bf16' needs native bf16 and {where} (torch would emulate it, slower than "
             f"fp32): use 'fp32' or 'int8', or set {FORCE_BF16_ENV}=1 to run it emulated anyway"
         )
-
-
-def weights_version(tensors: Iterable[Tensor]) -> tuple:
-    """Changes whenever any of ``tensors`` changes: optimizer steps swap ``.data`` (a new
-    pointer); in-place updates, ``use_params`` and ``load_state_dict`` bump the version.
-    Torch's fused optimizers do not: after their step, call
-    ``torch.autograd.graph.increment_version`` on the parameters (pretraining's
-    ``make_optimizer`` hooks it onto the fused AdamW's step)."""
-    return tuple((t.data_ptr(), t._version) for t in tensors)
 
 
 class PackedLinear:

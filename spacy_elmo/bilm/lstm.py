@@ -17,7 +17,8 @@ import numpy
 import torch
 from torch import Tensor, nn
 
-from .kernels import PackedLinear, check_precision, weights_version
+from .generation import TracksWeights, WeightsGeneration
+from .kernels import PackedLinear, check_precision
 from .options import ElmoOptions
 
 State = Tuple[Tensor, Tensor]  # (h (B, P), c (B, C))
@@ -41,7 +42,7 @@ def _permute_gate_blocks(array: numpy.ndarray, order: Sequence[int]) -> numpy.nd
     return numpy.concatenate([blocks[k] for k in order], axis=-1)
 
 
-class ProjectedLstm(nn.Module):
+class ProjectedLstm(TracksWeights):
     """One LSTM layer running in one direction over a time-major batch."""
 
     # Inference on CPU uses packed copies of the weights (oneDNN or MKL layout:
@@ -49,8 +50,18 @@ class ProjectedLstm(nn.Module):
     use_packed_weights = True
     forget_offset: Tensor  # a buffer
 
-    def __init__(self, input_dim: int, cell_dim: int, proj_dim: int, cell_clip: float, proj_clip: float):
+    def __init__(
+        self,
+        input_dim: int,
+        cell_dim: int,
+        proj_dim: int,
+        cell_clip: float,
+        proj_clip: float,
+        generation: Optional[WeightsGeneration] = None,
+    ):
         super().__init__()
+        # Shared with the biLM's other modules: the packed kernels are keyed on it.
+        self.generation = generation or WeightsGeneration()
         self.input_dim, self.cell_dim, self.proj_dim = input_dim, cell_dim, proj_dim
         self.cell_clip = float(cell_clip)
         self.proj_clip = float(proj_clip)
@@ -75,6 +86,7 @@ class ProjectedLstm(nn.Module):
             self.bias.zero_()
             bound = (6.0 / (self.cell_dim + self.proj_dim)) ** 0.5
             nn.init.uniform_(self.proj_weight, -bound, bound)
+        self.generation.bump()
 
     def __getstate__(self):
         # The packed copies are a derived cache (and opaque oneDNN/MKL tensors
@@ -141,8 +153,7 @@ class ProjectedLstm(nn.Module):
 
     def _inference_kernels(self) -> Tuple[PackedLinear, PackedLinear, PackedLinear]:
         """Packed input, recurrent and projection matmuls, rebuilt when the weights change."""
-        weights = (self.input_weight, self.state_weight, self.bias, self.proj_weight)
-        key = (self.precision, self.use_packed_weights) + weights_version(weights)
+        key = (self.precision, self.use_packed_weights, self.generation.value)
         if self._kernels is None or self._kernels[0] != key:
 
             def pack(weight: Tensor, bias: Optional[Tensor] = None) -> PackedLinear:
@@ -230,6 +241,7 @@ class ProjectedLstm(nn.Module):
             self.state_weight.copy_(torch.from_numpy(kernel[self.input_dim :]))
             self.bias.copy_(torch.from_numpy(_permute_gate_blocks(bias, _FILE_TO_INTERNAL)))
             self.proj_weight.copy_(torch.from_numpy(projection))
+        self.generation.bump()
 
     def tf_arrays(self) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
         def arr(t: Tensor) -> numpy.ndarray:
@@ -439,13 +451,17 @@ def reverse_padded(sequences: Tensor, lengths: Tensor) -> Tensor:
 class BiLstm(nn.Module):
     """Forward and backward stacks of ``ProjectedLstm`` with optional residuals."""
 
-    def __init__(self, options: ElmoOptions):
+    def __init__(self, options: ElmoOptions, generation: Optional[WeightsGeneration] = None):
         super().__init__()
         P, C = options.projection_dim, options.lstm_dim
+        generation = generation or WeightsGeneration()
 
         def stack() -> nn.ModuleList:
             return nn.ModuleList(
-                [ProjectedLstm(P, C, P, options.cell_clip, options.proj_clip) for _ in range(options.n_layers)]
+                [
+                    ProjectedLstm(P, C, P, options.cell_clip, options.proj_clip, generation)
+                    for _ in range(options.n_layers)
+                ]
             )
 
         self.forward_layers = stack()

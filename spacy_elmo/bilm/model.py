@@ -11,6 +11,7 @@ from torch.nn import functional as F
 from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
+from .generation import WeightsGeneration, mark_weights_changed
 from .kernels import check_precision, int8_available
 from .lstm import BiLstm, ProjectedLstm, State
 from .options import ElmoOptions
@@ -60,8 +61,10 @@ class ElmoBiLM(nn.Module):
         check_model_size(options)  # before allocating
         super().__init__()
         self.options = options
-        self.char_encoder = CharEncoder(options)
-        self.bilstm = BiLstm(options)
+        # One generation for all the weights: every inference cache is keyed on it (generation.py).
+        self.generation = WeightsGeneration()
+        self.char_encoder = CharEncoder(options, self.generation)
+        self.bilstm = BiLstm(options, self.generation)
         # Inference reuses the token vectors of types seen before (exact; see type_cache.py).
         self.type_cache = TypeCache(type_cache_size)
         # Per direction, per layer: (h, c) for as many rows as the largest batch seen.
@@ -121,6 +124,23 @@ class ElmoBiLM(nn.Module):
                 layer.set_precision(precision)
         self.type_cache.clear()
 
+    @property
+    def weights_generation(self) -> int:
+        """Changes whenever the weights change (what inference caches are keyed on)."""
+        return self.generation.value
+
+    def mark_weights_changed(self) -> None:
+        """Call after changing the weights in place yourself (an optimizer step outside
+        thinc or pretraining): the packed kernels and cached vectors are then rebuilt."""
+        mark_weights_changed(self)
+
+    def train(self, mode: bool = True) -> "ElmoBiLM":
+        # Leaving train mode is where a torch training loop hands the weights back to
+        # inference: its optimizer may have changed them in place without saying so.
+        if self.training and not mode:
+            self.mark_weights_changed()
+        return super().train(mode)
+
     def set_type_cache_size(self, max_types: int) -> None:
         """How many token types' vectors inference keeps (0: none)."""
         self.type_cache = TypeCache(max_types)
@@ -169,14 +189,14 @@ class ElmoBiLM(nn.Module):
     # -- the model --------------------------------------------------------
     def token_embeddings(self, char_ids: Tensor) -> Tensor:
         """``(..., max_chars)`` ids -> ``(..., P)`` context-independent vectors (the char CNN alone)."""
-        type_chars, type_index = unique_types(char_ids.to(self.device))
-        return F.embedding(type_index, self.encode_types(type_chars))
+        type_chars, type_index = unique_types(char_ids)
+        return F.embedding(type_index.to(self.device), self.encode_types(type_chars))
 
     def encode_types(self, type_chars: Tensor) -> Tensor:
-        """The char encoder over distinct tokens: through the type cache at inference."""
+        """The char encoder over distinct tokens (on any device): through the type cache at inference."""
         if torch.is_grad_enabled() or self.training:
-            return self.char_encoder(type_chars)
-        return self.type_cache.encode(type_chars, self.char_encoder, self.char_encoder.weights_key())
+            return self.char_encoder(type_chars.to(self.device))
+        return self.type_cache.encode(type_chars, self.char_encoder, self.char_encoder.weights_key(), self.device)
 
     def contextual(
         self,
@@ -209,12 +229,16 @@ class ElmoBiLM(nn.Module):
         by default every position with a non-zero id. Outputs at padded
         positions are zero.
         """
-        char_ids = char_ids.to(self.device)
         if lengths is None:
             lengths = (char_ids > 0).any(dim=-1).sum(dim=-1)
         lengths = lengths.to(self.device)
+        # The distinct tokens where the ids are (the host, for text): the type cache keys
+        # them there, so a GPU biLM copies no ids back to the host.
+        type_chars, type_index = unique_types(char_ids)
         initial = self._initial_states(char_ids.shape[0]) if stateful else None
-        tokens, lstm_layers, finals = self.contextual(*unique_types(char_ids), lengths, initial, return_states=stateful)
+        tokens, lstm_layers, finals = self.contextual(
+            type_chars, type_index.to(self.device), lengths, initial, return_states=stateful
+        )
         if finals is not None:  # stateful: the final states were asked for
             self._update_states(finals)
         layers = torch.stack([torch.cat([tokens, tokens], dim=-1)] + lstm_layers).transpose(1, 2)

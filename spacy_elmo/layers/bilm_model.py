@@ -1,8 +1,8 @@
 """The biLM as a thinc model: ``List[Doc] -> List[Floats3d]``, one
 ``(L+1, n_tokens, 2P)`` array per doc.
 
-The torch module sits in a ``PyTorchWrapper_v3`` (v2 plus serialization
-hooks). Its sizes may be unknown when the model is built (a config with null
+The torch module sits in thinc's PyTorch wrapper with a shim that says when an
+update changed the weights (``bilm_shim.py``). Its sizes may be unknown when the model is built (a config with null
 sizes): they arrive with the weights (``set_bilm``), and a serialized model
 carries its options, so loading rebuilds the right-sized module without the
 original files (the format: ``bilm_serialization.py``).
@@ -17,14 +17,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy
 import torch
 from spacy.tokens import Doc
-from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v3, get_torch_default_device, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2torch
 from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions, batch_char_ids
-from ..bilm.kernels import check_precision, weights_version
+from ..bilm.kernels import check_precision
 from ..bilm.model import iter_embedded, length_batches, sentence_layers
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
 from .bilm_serialization import deserialize_bilm, serialize_bilm
+from .bilm_shim import bilm_wrapper
 from .cache import LayerCache
 from .segments import Segment, batch_segments
 
@@ -43,7 +44,7 @@ def build_bilm_model(
     problem = _max_segment_length_problem(max_segment_length)
     if problem:
         raise ElmoError(problem)
-    wrapper = PyTorchWrapper_v3(
+    wrapper = bilm_wrapper(
         ElmoBiLM(options) if options is not None else torch.nn.Module(),
         convert_inputs=_convert_inputs,
         convert_outputs=_convert_outputs,
@@ -162,7 +163,7 @@ def set_precision(model: BilmModel, precision: str, what: str = "precision") -> 
 
 def _weights_key(bilm: ElmoBiLM) -> Tuple:
     # int8/bf16 outputs differ from fp32 ones: a precision change empties the cache too.
-    return (bilm.precision,) + weights_version(bilm.parameters())
+    return (bilm.precision, bilm.weights_generation)
 
 
 def _require_bilm(model: BilmModel) -> ElmoBiLM:

@@ -1,12 +1,16 @@
 """A bounded LRU cache of biLM outputs, keyed by a segment's token texts.
 
 Stateless vectors depend only on the segment's tokens (and the weights), so a
-cached result is exact. The cache clears itself when the weights change.
+cached result is exact. The cache clears itself when the weights change (their
+generation, ``bilm/generation.py``). Entries stay where the biLM computed them:
+on a GPU the cache is GPU memory (``cache_size_mb`` of it), and since a cupy
+array cannot be made read-only, its entries are copied in and out.
 """
 
 from collections import OrderedDict
 from typing import Any, Hashable, Optional
 
+import numpy
 from thinc.api import deserialize_attr, serialize_attr
 
 
@@ -43,14 +47,18 @@ class LayerCache:
             return None
         self._entries.move_to_end(key)
         self.hits += 1
-        return value
+        # A GPU array is handed out as a copy (a device-to-device copy): a caller that
+        # writes into it must not change the cached entry.
+        return value if isinstance(value, numpy.ndarray) else value.copy()
 
     def put(self, key: Hashable, value: Any) -> None:
         size = int(value.nbytes)
         if size > self.max_bytes or key in self._entries:
             return
-        if hasattr(value, "flags"):
+        if isinstance(value, numpy.ndarray):
             value.flags.writeable = False  # shared by every later lookup
+        else:  # a GPU array cannot be made read-only: the cache keeps its own copy
+            value = value.copy()
         self._entries[key] = value
         self._nbytes += size
         while self._nbytes > self.max_bytes:

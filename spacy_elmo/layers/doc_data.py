@@ -14,6 +14,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import numpy
 from spacy.tokens import Doc
+from thinc.api import get_array_module
 
 # Any: spaCy's stub types doc.user_data as Dict[str, Any], though spaCy keys it by tuples too.
 KEY_LAYERS: Any = ("spacy_elmo", "layers")
@@ -45,21 +46,27 @@ def store_doc_layers(
     listener, and a component may have two (ELMo at its encoder's input and output)."""
     for key in (KEY_LAYERS, KEY_MIX, KEY_PENDING):
         doc.user_data.pop(key, None)
-    layers = _to_numpy(layers)
+    stored = None
     if store == "all":
-        doc.user_data[KEY_LAYERS] = layers.astype(dtype, copy=False)
+        stored = doc.user_data[KEY_LAYERS] = _to_numpy(layers).astype(dtype, copy=False)
     elif store == "mix":
         doc.user_data[KEY_MIX] = token_mix_reducer(token_mix, dtype)(layers)
     doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
-    full_precision_stored = store == "all" and dtype == "float32"
-    if n_listeners and not full_precision_stored:
+    # Listeners read the layers where the biLM left them (on a GPU: the device copy; only
+    # what the Doc stores goes to the host). On the CPU float32 "all" is that array itself.
+    if n_listeners and stored is not layers:
         doc.user_data[KEY_PENDING] = [layers, n_listeners]
 
 
 def token_mix_reducer(token_mix: List[float], dtype: str) -> Callable[[Any], numpy.ndarray]:
     """What store="mix" keeps of a ``(L+1, k, 2P)`` piece of layers: its ``(k, 2P)`` token mix."""
     weights = numpy.asarray(token_mix, dtype="float32")
-    return lambda layers: numpy.tensordot(weights, _to_numpy(layers), axes=(0, 0)).astype(dtype, copy=False)
+
+    def reduce(layers) -> numpy.ndarray:
+        xp = get_array_module(layers)  # mixed where the layers are: only (k, 2P) goes to the host
+        return _to_numpy(xp.tensordot(xp.asarray(weights), layers, axes=(0, 0))).astype(dtype, copy=False)
+
+    return reduce
 
 
 def layers_reducer(dtype: str) -> Callable[[Any], numpy.ndarray]:

@@ -104,12 +104,12 @@ def mix_forward(model: MixModel, Xs: List[Floats3d], is_train: bool) -> Tuple[Li
 
     def backprop(dYs: List[Floats2d]) -> List[Floats3d]:
         d_weights = xp.zeros(n_layers, dtype="float32")
-        d_gamma = 0.0
+        d_gamma = xp.zeros(1, dtype="float32")  # summed on the device: no sync per doc
         dXs = []
         for dY, (X, inv_std, mixed, mask) in zip(dYs, saved):
             if mask is not None:
                 dY = dY * mask
-            d_gamma += float((dY * mixed).sum())
+            d_gamma += (dY * mixed).sum()
             d_mixed = gamma * dY
             d_weights += xp.tensordot(X, d_mixed, axes=([1, 2], [0, 1]))
             if model.attrs["input_gradient"]:
@@ -122,7 +122,7 @@ def mix_forward(model: MixModel, Xs: List[Floats3d], is_train: bool) -> Tuple[Li
             # gradient of l2 * ||s||^2: keeps the mix near the plain average
             d_s = d_s + 2.0 * model.attrs["l2"] * model.get_param("s")
         model.inc_grad("s", d_s.astype("float32"))
-        model.inc_grad("gamma", ops.asarray1f([d_gamma]))
+        model.inc_grad("gamma", d_gamma)
         return dXs
 
     return Ys, backprop
