@@ -217,6 +217,13 @@ def test_a_checkpoint_of_a_larger_model_names_the_option(fresh, tmp_path):
     assert "'lm/CNN_high_1/W_carry' is not described by" in message and "'char_cnn.n_highway'" in message
 
 
+def test_a_checkpoint_that_is_not_bilm_tfs_is_named(fresh, tmp_path):
+    prefix, held = fresh
+    write_checkpoint(prefix, {f"model/{name[3:]}/.ATTRIBUTES/VARIABLE_VALUE": a for name, a in held.items()})
+    message = convert_fails(prefix, tmp_path)
+    assert message.startswith(f"{prefix}.index: no variable under 'lm/'") and "not a bilm-tf training" in message
+
+
 def test_non_float_and_nan_variables_are_refused(fresh, tmp_path):
     prefix, held = fresh
     held["lm/CNN/b_cnn_0"] = numpy.arange(2, dtype=numpy.int32)
@@ -304,6 +311,9 @@ def test_the_checkpoint_is_found_from_its_directory_or_files(fresh, tmp_path):
     assert "without a 'checkpoint' file" in message
     (tmp_path / "checkpoint").write_text(f'model_checkpoint_path: "{prefix.name}"\nall_model_checkpoint_paths: "x"\n')
     assert TFCheckpoint(tmp_path).prefix == prefix
+    # an absolute path from the machine that trained it: the same name here
+    (tmp_path / "checkpoint").write_text(f'model_checkpoint_path: "/gone/save_dir/{prefix.name}"\n')
+    assert TFCheckpoint(tmp_path).prefix == prefix
     assert "checkpoint index not found: " in one_line_error(TFCheckpoint, tmp_path / "model.ckpt-1")
 
 
@@ -313,7 +323,7 @@ def test_an_output_directory_with_files_is_never_replaced(fresh, tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("mine")
     message = one_line_error(convert_checkpoint, prefix, tmp_path / "options.json", tmp_path / "out")
-    assert "exists and is not empty" in message
+    assert "exists and is not an empty directory" in message
     assert os.listdir(tmp_path / "out") == ["keep.txt"]
     (tmp_path / "out" / "keep.txt").unlink()  # an empty one is filled
     convert_checkpoint(prefix, tmp_path / "options.json", tmp_path / "out")

@@ -302,7 +302,9 @@ def resolve_prefix(path: Path) -> Path:
                 f"{path} is a directory without a 'checkpoint' file naming the latest checkpoint: "
                 "give the checkpoint prefix, e.g. DIR/model.ckpt-N (the name before .index)"
             )
-        path = path / found.group(1)  # relative to the directory, as TensorFlow reads it
+        named = path / found.group(1)  # relative to the directory, as TensorFlow reads it
+        # an absolute path written on another machine or before the directory moved: its name here
+        path = named if Path(f"{named}.index").is_file() else path / Path(found.group(1)).name
     path = Path(re.sub(r"\.(index|data-\d{5}-of-\d{5})$", "", str(path)))
     index = Path(f"{path}.index")
     if not index.is_file():

@@ -97,6 +97,12 @@ def _check_no_larger_model(ckpt: TFCheckpoint, options: ElmoOptions, expected) -
 def _find_variables(ckpt: TFCheckpoint, options: ElmoOptions) -> Dict[str, Tuple[TensorEntry, str]]:
     """dataset -> (its checkpoint variable, why the options need it); every shape and
     dtype checked before any data is read."""
+    if not any(variable.startswith(SCOPE) for variable in ckpt.entries):
+        some = ", ".join(sorted(ckpt.entries)[:3])
+        raise ElmoCheckpointError(
+            f"{ckpt.index_path}: no variable under '{SCOPE}' (bilm-tf's scope; this checkpoint holds {some}, ...): "
+            "not a bilm-tf training checkpoint"
+        )
     expected = expected_shapes(options)
     _check_no_larger_model(ckpt, options, expected)
     found = {}
@@ -134,7 +140,7 @@ def convert_checkpoint(
     whole or not at all, and never over an existing non-empty directory."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not (out_dir.is_dir() and not any(out_dir.iterdir())):
-        raise ElmoCheckpointError(f"output directory {out_dir} exists and is not empty: give a new directory")
+        raise ElmoCheckpointError(f"output directory {out_dir} exists and is not an empty directory: give a new one")
     options = ElmoOptions.from_file(options_file)
     arrays = checkpoint_arrays(TFCheckpoint(prefix), options)
     with atomic_dir(out_dir) as tmp:
