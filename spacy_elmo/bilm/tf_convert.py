@@ -60,7 +60,8 @@ def _our_name(dataset: str, n_layers: int) -> str:
 
 
 def checkpoint_names(dataset: str, n_layers: int) -> List[str]:
-    """The checkpoint variables bilm-tf saves for ``dataset``, the one it builds first."""
+    """The checkpoint names that hold ``dataset``, bilm-tf's own first (for one layer it
+    builds no MultiRNNCell; that spelling is accepted after it)."""
     names = [dataset.replace(f"/RNN/{_SINGLE_CELL}", "/RNN/")] if n_layers == 1 else []
     names.append(dataset)
     found = []
