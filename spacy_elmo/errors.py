@@ -18,6 +18,10 @@ class ElmoWeightsError(ElmoError):
     """A weights.hdf5 that cannot be read or does not fit its options."""
 
 
+class ElmoCheckpointError(ElmoError):
+    """A TensorFlow checkpoint that cannot be read (a damaged index or data shard) or does not fit its options."""
+
+
 class ElmoFileNotFoundError(ElmoError, FileNotFoundError):
     """A file the user named does not exist."""
 

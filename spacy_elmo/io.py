@@ -63,6 +63,25 @@ def atomic_path(path: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
+@contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """Yields a temporary directory beside ``path`` to fill; on success it becomes
+    ``path`` (which must not exist, or be an empty directory), on failure it is
+    removed: a reader never sees a half-filled ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+        if path.is_dir():
+            path.rmdir()  # only an empty one: anything in it is refused, not lost
+        tmp.rename(path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+
+
 def is_disk_full(err: BaseException) -> bool:
     """Whether ``err`` is the file system's "no space left" (or quota exceeded)."""
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)

@@ -36,6 +36,7 @@ def run_help(args):
         (["embed", "--help"], "--precision"),
         (["pretrain", "--help"], "--progress"),
         (["perplexity", "--help"], "--text-format"),
+        (["convert-checkpoint", "--help"], "dump_weights would write"),
     ],
 )
 def test_help_imports_neither_torch_nor_spacy(args, shows):

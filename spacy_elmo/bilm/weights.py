@@ -6,7 +6,7 @@ Only datasets are read (plain float arrays): a weight file cannot run code.
 import math
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import h5py
 import numpy
@@ -142,16 +142,20 @@ def checked_array(value: Any, what: str, shape: Shape, needs: str, why: str = ""
     return array
 
 
+def larger_model_option(name: str) -> Optional[str]:
+    """The option that counts the family of dataset ``name`` (a filter, highway or LSTM
+    layer), if it is in one: an unexpected member means the options describe a smaller model."""
+    return next((option for pattern, option in _COUNTED if pattern.match(name)), None)
+
+
 def _check_no_unexpected(found, expected, options: ElmoOptions, path: Path) -> None:
     for name in found:
-        if name in expected:
-            continue
-        for pattern, option in _COUNTED:
-            if pattern.match(name):
-                raise ElmoWeightsError(
-                    f"{path}: dataset '{name}' is not described by {options.source} "
-                    f"(check '{option}': the file holds a larger model than the options say)"
-                )
+        option = None if name in expected else larger_model_option(name)
+        if option:
+            raise ElmoWeightsError(
+                f"{path}: dataset '{name}' is not described by {options.source} "
+                f"(check '{option}': the file holds a larger model than the options say)"
+            )
 
 
 def write_weights(arrays: Dict[str, numpy.ndarray], weight_file: Union[str, Path], dtype: str = "float32") -> None:

@@ -4,7 +4,7 @@ import typer
 
 app = typer.Typer(
     name="spacy-elmo",
-    help="ELMo biLM tools: embed text, pretrain and evaluate language models.",
+    help="ELMo biLM tools: embed text, pretrain and evaluate language models, convert bilm-tf checkpoints.",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
@@ -14,11 +14,11 @@ app = typer.Typer(
 
 @app.callback()
 def _root() -> None:
-    """ELMo biLM tools: embed text, pretrain and evaluate language models."""
+    """ELMo biLM tools: embed text, pretrain and evaluate language models, convert bilm-tf checkpoints."""
 
 
 # Commands register themselves on `app` when imported.
-from . import embed, pretrain  # noqa: E402,F401
+from . import convert, embed, pretrain  # noqa: E402,F401
 
 
 def main() -> None:
