@@ -556,15 +556,22 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="leave out the rows that train or time")
     parser.add_argument("--rows", nargs="*", help="only the rows whose names contain one of these")
     parser.add_argument("--workdir", type=Path, help="where the rows write (default: a temporary directory)")
+    parser.add_argument(
+        "--budget-s", type=float, default=480, help="rows that would start after this many seconds are SKIP"
+    )
     args = parser.parse_args()
     print(f"GPU: {gpu_model()}; torch {torch.__version__} (CUDA {torch.version.cuda})")
     with tempfile.TemporaryDirectory() as scratch:
         ctx = Context(args.workdir or Path(scratch))
         ctx.workdir.mkdir(parents=True, exist_ok=True)
         results = []
+        began = time.perf_counter()
         for entry in chosen_rows(args):
             start = time.perf_counter()
-            outcome = outcome_of(entry, ctx)
+            if start - began > args.budget_s:
+                outcome = Outcome("SKIP", f"past the {args.budget_s:g} s budget (--budget-s)")
+            else:
+                outcome = outcome_of(entry, ctx)
             results.append((entry, outcome, time.perf_counter() - start))
             print(f"... {entry.name}: {outcome.status} ({results[-1][2]:.1f} s)", file=sys.stderr, flush=True)
     print_table(results)
