@@ -62,3 +62,29 @@ def in_fresh_process(target, *args):
     result = queue.get()  # before join: a child blocks on a full queue until it is read
     process.join()
     return result
+
+
+def cuda_matmul_ceiling(dtype: torch.dtype = torch.float32, size: int = 8192, repeats: int = 10) -> float:
+    """GFLOP/s of a large square matmul on the current GPU, timed with CUDA events:
+    the best of ``repeats`` (TF32 stays as torch's default: off for fp32 matmuls)."""
+    a, b = torch.randn(size, size, dtype=dtype, device="cuda"), torch.randn(size, size, dtype=dtype, device="cuda")
+    out = torch.empty(size, size, dtype=dtype, device="cuda")
+    for _ in range(3):
+        torch.mm(a, b, out=out)
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.mm(a, b, out=out)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000)
+    return 2 * size**3 / min(times) / 1e9
+
+
+def gpu_model() -> str:
+    """The current GPU's name and memory, or why there is none."""
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return f"{props.name} ({props.total_memory / 2**30:.0f} GiB, compute capability {props.major}.{props.minor})"

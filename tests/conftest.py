@@ -10,6 +10,24 @@ DATA = Path(__file__).parent / "data"
 REFERENCE = DATA / "bilm_tf_reference"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--gpu", action="store_true", default=False, help="also run the tests marked gpu (needs CUDA)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA device; runs only with --gpu (benchmarks/gpu_check.py)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """GPU tests run with ``--gpu`` where torch sees a CUDA device, and are skipped otherwise."""
+    if config.getoption("--gpu") and torch.cuda.is_available():
+        return
+    reason = "needs --gpu" if not config.getoption("--gpu") else "no CUDA device"
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
 def tiny_options(**overrides) -> ElmoOptions:
     """A random-weight biLM small enough for exact checks in milliseconds."""
     settings = dict(

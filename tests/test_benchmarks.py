@@ -179,3 +179,26 @@ def test_bench_train_memory_prints_the_growth_and_the_cache_per_malloc_setting(t
         assert row, out
         # the step-0 evaluation reads the same four docs the first update cached
         assert int(row.group(1)) == 4 and int(row.group(2)) > 0, out
+
+
+def test_gpu_check_runs_on_cpu_skipping_every_cuda_row_and_says_so():
+    """Without CUDA: exit 0, every row in the table (the CPU rows PASS, the CUDA ones SKIP
+    "no CUDA device"), and a last line naming what was skipped."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    out = run_benchmark("gpu_check.py", threads=())
+    statuses = {}
+    for entry in gpu_check.ROWS:
+        line = next((line for line in out.splitlines() if line.startswith(entry.name + " ")), None)
+        assert line is not None, f"no row {entry.name!r}:\n{out}"
+        statuses[entry.name] = line.split(" | ")[1].strip()
+        if entry.cuda:
+            assert statuses[entry.name] == "SKIP" and line.endswith("| no CUDA device"), line
+    assert statuses["reference biLM, CPU, stateful, vs bilm-tf"] == "PASS", out
+    assert statuses["GPU-marked tests (pytest --gpu)"] == "SKIP", out
+    skipped = [name for name, status in statuses.items() if status == "SKIP"]
+    assert f"{len(statuses)} rows: 1 PASS, 0 FAIL, {len(skipped)} SKIP" in out, out
+    assert out.rstrip().splitlines()[-1] == "skipped: " + "; ".join(skipped), out

@@ -1,5 +1,7 @@
 """The torch device a command runs on, checked before any weights are loaded."""
 
+import os
+
 import torch
 
 from ..errors import ElmoError
@@ -10,7 +12,8 @@ def resolve_device(device: str, precision: str = "fp32") -> torch.device:
     """``--device`` as a torch device: an unknown string, CUDA where torch has none, a
     GPU with ``--precision int8`` (a CPU path) or ``--precision bf16`` where the device
     has no native bf16 (unless forced) is a one-line error naming the option
-    (the code is device-agnostic; nothing needs a GPU)."""
+    (the code is device-agnostic; nothing needs a GPU). Under torchrun a CUDA device
+    (``cuda``, ``cuda:0``...) means this process's GPU, cuda:LOCAL_RANK."""
     try:
         resolved = torch.device(device)
     except (RuntimeError, ValueError):
@@ -19,5 +22,24 @@ def resolve_device(device: str, precision: str = "fp32") -> torch.device:
         raise ElmoError(f"--precision int8 runs on the CPU only, not --device {device}")
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ElmoError(f"--device {device}: CUDA is not available to torch here")
+    if resolved.type == "cuda":
+        resolved = process_gpu(resolved, device)
     check_precision(precision, "--precision", device=resolved)
+    return resolved
+
+
+def process_gpu(resolved: torch.device, device: str) -> torch.device:
+    """The GPU this process runs on: cuda:LOCAL_RANK under torchrun (one GPU per
+    process, whatever index ``--device`` named), else the device given; an index
+    beyond the GPUs torch sees is an error."""
+    local_rank = os.environ.get("LOCAL_RANK")
+    if local_rank is not None:
+        try:
+            resolved = torch.device("cuda", int(local_rank))
+        except (RuntimeError, ValueError):
+            raise ElmoError(f"LOCAL_RANK {local_rank!r} (set by torchrun) must be an integer >= 0") from None
+    count = torch.cuda.device_count()
+    if resolved.index is not None and resolved.index >= count:
+        source = f"LOCAL_RANK {local_rank}" if local_rank is not None else f"--device {device}"
+        raise ElmoError(f"{source}: torch sees {count} GPU(s) here (cuda:0 to cuda:{count - 1})")
     return resolved

@@ -194,7 +194,11 @@ def embed_command(
     spacy_tokenizer: Optional[str] = typer.Option(
         None, "--spacy-tokenizer", help="Tokenise lines with spaCy: a language code ('en') or a pipeline name/path"
     ),
-    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda:0"),
+    device: str = typer.Option(
+        "cpu",
+        "--device",
+        help="torch device, e.g. cpu or cuda:0 (under torchrun, cuda is each process's cuda:LOCAL_RANK)",
+    ),
     max_length: int = typer.Option(
         256,
         "--max-length",
@@ -292,6 +296,10 @@ def load_bilm(**source: Any) -> "ElmoBiLM":
 
 def loaded_bilm(source: Dict, device: "torch.device", precision: str) -> "ElmoBiLM":
     """The biLM ``source`` names, on ``device``, running at ``precision``."""
+    if device.type == "cuda" and device.index is not None:
+        import torch
+
+        torch.cuda.set_device(device)  # what torch puts on a bare "cuda" is this process's GPU too
     bilm = load_bilm(**source).to(device)
     bilm.set_precision(precision)
     return bilm

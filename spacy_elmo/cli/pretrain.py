@@ -19,7 +19,11 @@ def pretrain_command(
     ctx: typer.Context,
     config_path: Optional[Path] = typer.Argument(..., help="Pretraining config (.cfg); '-' for the defaults"),
     output_dir: Path = typer.Argument(..., help="Where checkpoints, metrics and the biLM files go"),
-    device: str = typer.Option("cpu", "--device", help="torch device: cpu, cuda or cuda:N"),
+    device: str = typer.Option(
+        "cpu",
+        "--device",
+        help="torch device: cpu, cuda or cuda:N (under torchrun, cuda is each process's cuda:LOCAL_RANK)",
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar"),
 ):
     """Pretrain (or fine-tune) an ELMo biLM; settings can be overridden like

@@ -3,10 +3,12 @@ DistributedDataParallel: gloo on CPU, nccl on CUDA).
 
 Which device this process trains on, the process group it joins, and what the
 processes share: sums, gathers, the gradient-averaging wrapper and a barrier.
+Under torchrun the group is joined even by a single process (``--nproc_per_node
+1``), so that one GPU runs the same NCCL path as many.
 """
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, List
 
 import torch
@@ -18,6 +20,11 @@ from ..bilm.device import resolve_device
 class Distributed:
     rank: int = 0
     world_size: int = 1
+    # Whether this process joined a process group (always under torchrun).
+    grouped: bool = False
+    # Where the group's collectives put their tensors: NCCL reduces tensors on the
+    # process's GPU only, gloo CPU ones.
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     @property
     def is_main(self) -> bool:
@@ -25,16 +32,16 @@ class Distributed:
 
     def sum(self, *values: float) -> List[float]:
         """Element-wise sums over all processes (the values themselves with one)."""
-        if self.world_size == 1:
+        if not self.grouped:
             return list(values)
         import torch.distributed as dist
 
-        tensor = torch.tensor(values, dtype=torch.float64)
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
         dist.all_reduce(tensor)
         return tensor.tolist()
 
     def gather(self, obj: Any) -> List[Any]:
-        if self.world_size == 1:
+        if not self.grouped:
             return [obj]
         import torch.distributed as dist
 
@@ -43,9 +50,9 @@ class Distributed:
         return out
 
     def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-        """What the training steps run: the model, or (several processes) its
+        """What the training steps run: the model, or (in a group) its
         DistributedDataParallel wrapper, which averages the gradients."""
-        if self.world_size == 1:
+        if not self.grouped:
             return model
         from torch.nn.parallel import DistributedDataParallel
 
@@ -53,27 +60,36 @@ class Distributed:
 
     def barrier(self) -> None:
         """Wait until every process is here."""
-        if self.world_size > 1:
+        if self.grouped:
             import torch.distributed as dist
 
             dist.barrier()
 
 
+def launched_by_torchrun() -> bool:
+    """Whether torchrun (or another launcher of its kind) started this process."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 or "LOCAL_RANK" in os.environ
+
+
 def setup_distributed(device: torch.device) -> Distributed:
-    """Join the process group that ``torchrun`` describes in the environment."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size <= 1:
+    """Join the process group that ``torchrun`` describes in the environment.
+
+    On CUDA the process's GPU is made current first: NCCL's object collectives
+    (``all_gather_object``) and ``barrier`` run on the current device, which is
+    otherwise cuda:0 in every process."""
+    if not launched_by_torchrun():
         return Distributed()
     import torch.distributed as dist
 
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return Distributed(dist.get_rank(), dist.get_world_size())
+    collective_device = device if device.type == "cuda" else torch.device("cpu")
+    return Distributed(dist.get_rank(), dist.get_world_size(), grouped=True, device=collective_device)
 
 
 def choose_device(device: str) -> torch.device:
-    """``--device``; a bare "cuda" under torchrun is this process's GPU (LOCAL_RANK)."""
-    resolved = resolve_device(device)
-    if device == "cuda" and "LOCAL_RANK" in os.environ:
-        return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
-    return resolved
+    """``--device``; under torchrun any CUDA device is this process's GPU, cuda:LOCAL_RANK
+    (``resolve_device``)."""
+    return resolve_device(device)
