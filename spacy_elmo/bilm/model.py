@@ -20,6 +20,8 @@ from .weights import check_model_size, lstm_prefix, read_weights, write_weights
 from .windows import strided_windows
 
 PathLike = Union[str, Path]
+# Token lists -> (ids, lengths): a biLM's ``batch_ids``.
+BatchIds = Callable[[Sequence[Sequence[str]]], Tuple[numpy.ndarray, numpy.ndarray]]
 # File names inside a biLM directory (what `pretrain` writes).
 OPTIONS_NAME = "options.json"
 WEIGHTS_NAME = "weights.hdf5"
@@ -60,12 +62,20 @@ class ElmoBiLM(nn.Module):
         check_model_size(options)  # before allocating
         super().__init__()
         self.options = options
-        self.char_encoder = CharEncoder(options)
+        self.char_encoder = self.make_token_encoder(options)
         self.bilstm = BiLstm(options)
         # Inference reuses the token vectors of types seen before (exact; see type_cache.py).
         self.type_cache = TypeCache(type_cache_size)
         # Per direction, per layer: (h, c) for as many rows as the largest batch seen.
         self._states: Optional[List[List[State]]] = None
+
+    def make_token_encoder(self, options: ElmoOptions) -> CharEncoder:
+        """The context-independent token encoder (another model family overrides it)."""
+        return CharEncoder(options)
+
+    def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """``(ids, lengths)`` of token lists, the markers included: what ``forward`` reads."""
+        return batch_char_ids(sentences, self.options.max_characters_per_token)
 
     # -- construction and files -------------------------------------------
     @classmethod
@@ -95,6 +105,16 @@ class ElmoBiLM(nn.Module):
         check_precision(precision, device=device)  # an impossible precision is named before any file
         check_bilm_dir(path)
         return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device, precision=precision)
+
+    @classmethod
+    def from_efml(
+        cls, model_dir: PathLike, device: Union[str, torch.device] = "cpu", precision: str = "fp32"
+    ) -> "ElmoBiLM":
+        """Load an ELMoForManyLangs model directory (config.json, char.dic/word.dic,
+        token_embedder.pkl, encoder.pkl): EFML's network exactly, see ``efml_model.py``."""
+        from .efml_model import load_efml  # it builds on this module
+
+        return load_efml(model_dir, device=device, precision=precision)
 
     # -- how inference runs -------------------------------------------------
     @property
@@ -318,7 +338,7 @@ class ElmoBiLM(nn.Module):
             return layers.float().cpu().numpy()
 
         with torch.no_grad():
-            return embed_sentences(sentences, groups, self.options.max_characters_per_token, run)
+            return embed_sentences(sentences, groups, self.batch_ids, run)
 
     def _embed_windowed(self, sentences: Sequence[Sequence[str]], max_length: int) -> List[numpy.ndarray]:
         windows = [strided_windows(0, len(s), max_length) for s in sentences]
@@ -342,7 +362,7 @@ def unique_types(char_ids: Tensor) -> Tuple[Tensor, Tensor]:
 def embed_sentences(
     sentences: Sequence[Sequence[str]],
     groups: Sequence[Sequence[int]],
-    max_chars: int,
+    batch_ids: BatchIds,
     run: Callable[[numpy.ndarray, numpy.ndarray], Any],
 ) -> List[Any]:
     """Per-sentence layer arrays from token lists, all at once (``embed_batch``);
@@ -354,7 +374,7 @@ def embed_sentences(
     dropped (a copy, so no batch stays alive behind a cached result).
     """
     results: List[Any] = [None] * len(sentences)
-    for index, layers in iter_embedded(sentences, groups, max_chars, run):
+    for index, layers in iter_embedded(sentences, groups, batch_ids, run):
         results[index] = layers
     return results
 
@@ -362,13 +382,13 @@ def embed_sentences(
 def iter_embedded(
     sentences: Sequence[Sequence[str]],
     groups: Sequence[Sequence[int]],
-    max_chars: int,
+    batch_ids: BatchIds,
     run: Callable[[numpy.ndarray, numpy.ndarray], Any],
 ) -> Iterator[Tuple[int, Any]]:
     """``embed_sentences`` one batch at a time: ``(sentence index, layers)`` pairs, so a
     caller that keeps only part of each (a long doc's windows) holds one batch at most."""
     for group in groups:
-        ids, lengths = batch_char_ids([sentences[i] for i in group], max_chars)
+        ids, lengths = batch_ids([sentences[i] for i in group])
         layers = run(ids, lengths)
         for row, index in enumerate(group):
             yield index, sentence_layers(layers, row, lengths[row]).copy()
