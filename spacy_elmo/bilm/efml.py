@@ -136,6 +136,28 @@ class EfmlNetwork:
                     f"the sentence markers and filters need at least {needed}"
                 )
 
+    def to_dict(self) -> Dict[str, Any]:
+        """The network config in EFML's layout (``from_dict`` reads it back)."""
+        return {
+            "encoder": {
+                "name": "elmo",
+                "projection_dim": self.projection_dim,
+                "dim": self.lstm_dim,
+                "n_layers": self.n_layers,
+                "cell_clip": self.cell_clip,
+                "proj_clip": self.proj_clip,
+            },
+            "token_embedder": {
+                "name": "cnn",
+                "activation": self.activation,
+                "filters": [list(f) for f in self.filters],
+                "n_highway": self.n_highway,
+                "word_dim": self.word_dim,
+                "char_dim": self.char_dim,
+                "max_characters_per_token": self.max_chars,
+            },
+        }
+
     @property
     def n_filters(self) -> int:
         return sum(n for _, n in self.filters) if self.char_dim else 0
@@ -315,7 +337,27 @@ class EfmlVocab:
         return ids, lengths
 
 
-def check_specials(lexicon: Dict[str, int], path: Path, names: Sequence[str], rows: int) -> None:
+def checked_vocab(network: EfmlNetwork, chars: Any, words: Any, source: str) -> EfmlVocab:
+    """The vocabularies a saved biLM carries, checked as the dictionary files are."""
+    lexicons: List[Optional[Dict[str, int]]] = []
+    for lexicon, needed, dim, name in (
+        (chars, (BOW, EOW, OOV, PAD, BOS, EOS), network.char_dim, CHAR_DIC),
+        (words, (OOV, PAD), network.word_dim, WORD_DIC),
+    ):
+        if not dim:
+            lexicons.append(None)
+            continue
+        ok = isinstance(lexicon, dict) and all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in lexicon.items()
+        )
+        if not ok or len(set(lexicon.values())) != len(lexicon):
+            raise ElmoWeightsError(f"{source}: its {name} vocabulary is not a map of tokens to distinct ids")
+        check_specials(lexicon, f"{source}'s {name}", needed, len(lexicon))
+        lexicons.append(lexicon)
+    return EfmlVocab(lexicons[0], lexicons[1], network.max_chars)
+
+
+def check_specials(lexicon: Dict[str, int], path: Union[str, Path], names: Sequence[str], rows: int) -> None:
     """EFML needs these entries; every id must index the embedding's ``rows``."""
     missing = [name for name in names if name not in lexicon]
     if missing:

@@ -18,15 +18,15 @@ stateless/stateful modes and the type cache are ElmoBiLM's.
 """
 
 from pathlib import Path
-from typing import Dict, Sequence, Tuple, Union, cast
+from typing import Any, Dict, Sequence, Tuple, Union, cast
 
 import numpy
 import torch
 from torch import Tensor, nn
 
-from ..errors import ElmoError
+from ..errors import ElmoError, ElmoWeightsError
 from .char_encoder import CharEncoder
-from .efml import EfmlFiles, EfmlNetwork, EfmlVocab, read_efml_dir
+from .efml import EfmlFiles, EfmlNetwork, EfmlVocab, checked_vocab, read_efml_dir
 from .kernels import check_precision, weights_version
 from .lstm import ProjectedLstm, _permute_gate_blocks
 from .model import ElmoBiLM
@@ -122,6 +122,18 @@ class EfmlBiLM(ElmoBiLM):
         model = cls(files.network, files.vocab)
         model.load_efml_state(files.token_embedder, files.encoder)
         return model.eval()
+
+    def saved_spec(self) -> Dict[str, Any]:
+        """What rebuilds this biLM beside its weights: the network config and the vocabularies."""
+        return {"network": self.network.to_dict(), "chars": self.vocab.chars, "words": self.vocab.words}
+
+    @classmethod
+    def from_saved_spec(cls, spec: Any, source: str) -> "EfmlBiLM":
+        """``saved_spec``'s inverse, checked (the weights are loaded by the caller)."""
+        if not isinstance(spec, dict):
+            raise ElmoWeightsError(f"{source}: its ELMoForManyLangs settings are damaged (not a map)")
+        network = EfmlNetwork.from_dict(spec.get("network"), source)
+        return cls(network, checked_vocab(network, spec.get("chars"), spec.get("words"), source))
 
     def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         return self.vocab.batch_ids(sentences)

@@ -11,6 +11,7 @@ from torch.nn import functional as F
 from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
+from .efml import EFML_DIR_HINT, is_efml_dir
 from .kernels import check_precision, int8_available
 from .lstm import BiLstm, ProjectedLstm, State
 from .options import ElmoOptions
@@ -39,10 +40,10 @@ def check_bilm_dir(path: Path, what: str = "biLM directory") -> None:
     if not path.is_dir():
         raise ElmoFileNotFoundError(f"{what} not found (or not a directory): {path}")
     missing = [name for name in (OPTIONS_NAME, WEIGHTS_NAME) if not (path / name).is_file()]
-    if missing:
+    if missing and not is_efml_dir(path):
         raise ElmoFileNotFoundError(
             f"{what} {path} has no {' and no '.join(missing)}: a biLM directory holds {OPTIONS_NAME} and "
-            f"{WEIGHTS_NAME} (as `python -m spacy_elmo pretrain` writes them)"
+            f"{WEIGHTS_NAME} (as `python -m spacy_elmo pretrain` writes them); {EFML_DIR_HINT}"
         )
 
 
@@ -100,10 +101,13 @@ class ElmoBiLM(nn.Module):
 
     @classmethod
     def from_dir(cls, path: PathLike, device: Union[str, torch.device] = "cpu", precision: str = "fp32") -> "ElmoBiLM":
-        """Load a directory holding ``options.json`` + ``weights.hdf5`` (e.g. a pretraining output)."""
+        """Load a directory holding ``options.json`` + ``weights.hdf5`` (e.g. a pretraining output),
+        or else an ELMoForManyLangs model directory (``from_efml``)."""
         path = Path(path)
         check_precision(precision, device=device)  # an impossible precision is named before any file
         check_bilm_dir(path)
+        if not (path / WEIGHTS_NAME).is_file() and is_efml_dir(path):
+            return cls.from_efml(path, device=device, precision=precision)
         return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device, precision=precision)
 
     @classmethod
