@@ -32,6 +32,7 @@ CASES = [
     (303, {"token_embedder.char_dim": 0, "token_embedder.word_dim": 4}),
     (404, {"token_embedder.activation": "relu", "token_embedder.n_highway": 1, "encoder.n_layers": 3}),
     (505, {"token_embedder.activation": "tanh", "token_embedder.n_highway": 2, "token_embedder.word_dim": 3}),
+    (707, {"token_embedder.n_highway": 0, "encoder.cell_clip": 0.5, "encoder.proj_clip": 0.5}),
 ]
 RELEASED_SCALED = {  # the released config's shapes, every size divided by 16 (the filters by 8)
     "encoder": {"name": "elmo", "projection_dim": 32, "cell_clip": 3, "proj_clip": 3, "dim": 256, "n_layers": 2},
