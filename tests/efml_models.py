@@ -26,7 +26,8 @@ SENTENCES = [
     ["你好", "世界", "Ω≈ç√∫", "🙂"],  # characters missing from char.dic
     ["سلام", "عليكم"],
     ["T"],  # one token
-    ["x" * 70, "a" * 48, "b" * 49, "<bos>", "<eos>", ""],  # cut tokens, literal markers, an empty token
+    # cut tokens, literal markers, an empty token, the full-width space inside a token
+    ["x" * 70, "a" * 48, "b" * 49, "<bos>", "<eos>", "", "a\u3000b"],
     ["the"] * 3 + [random.Random(7).choice(KNOWN_WORDS) for _ in range(57)],  # a long sentence
     [],
 ]

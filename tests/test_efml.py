@@ -17,7 +17,7 @@ from elmoformanylangs.elmo import read_list  # noqa: E402
 from elmoformanylangs.frontend import create_one_batch  # noqa: E402
 
 from spacy_elmo.bilm import ElmoBiLM  # noqa: E402
-from spacy_elmo.bilm.efml import read_network_config  # noqa: E402
+from spacy_elmo.bilm.efml import read_dictionary, read_network_config  # noqa: E402
 from spacy_elmo.bilm.efml_configs import PACKAGED_CONFIGS  # noqa: E402
 from spacy_elmo.errors import ElmoError, ElmoFileNotFoundError, ElmoWeightsError  # noqa: E402
 
@@ -139,6 +139,13 @@ def test_legacy_torch_save_format_loads(tmp_path):
         state = torch.load(model_dir / name, weights_only=True)
         torch.save(state, model_dir / name, _use_new_zipfile_serialization=False)
     _check_exact(model_dir)
+
+
+def test_dictionary_lines_read_as_efml_reads_them(tmp_path):
+    path = tmp_path / "char.dic"
+    path.write_text("a\t0\n\u3000\t1\n \t2\n\nb\t3\r\na\t0\n", encoding="utf-8")
+    # strip() eats a whitespace token: its one-field line is the full-width space (the last wins)
+    assert read_dictionary(path) == {"a": 0, "\u3000": 2, "b": 3}
 
 
 # -- bad input ---------------------------------------------------------------
