@@ -227,7 +227,9 @@ def test_a_missing_or_wrong_weight_file_fails_at_add_pipe(tmp_path, weight_files
         nlp.add_pipe("elmo", config={"bilm_dir": str(tmp_path / "half")})
     assert str(info.value) == (
         f"elmo bilm_dir {tmp_path / 'half'} has no options.json: a biLM directory holds "
-        "options.json and weights.hdf5 (as `python -m spacy_elmo pretrain` writes them)"
+        "options.json and weights.hdf5 (as `python -m spacy_elmo pretrain` writes them); an "
+        "ELMoForManyLangs model directory holds config.json, char.dic and/or word.dic, token_embedder.pkl and "
+        "encoder.pkl"
     )
     assert nlp.pipe_names == []
     nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})

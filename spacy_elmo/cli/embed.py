@@ -178,7 +178,9 @@ def embed_command(
         None, "--weight-file", help="bilm-tf/AllenNLP weights.hdf5 (with --options-file)"
     ),
     bilm_dir: Optional[Path] = typer.Option(
-        None, "--bilm-dir", help="a biLM directory (`pretrain` output). None of the three: the bundled English biLM"
+        None,
+        "--bilm-dir",
+        help="a biLM directory (`pretrain` output) or an ELMoForManyLangs model directory. None of the three: the bundled English biLM",
     ),
     layers: str = typer.Option(
         "all", "--layers", help="all: (L+1, n, 2P); top: (n, 2P); average: (n, 2P) mean of the layers"
