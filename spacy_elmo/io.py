@@ -1,15 +1,18 @@
-"""File helpers shared by the library: atomic writes, UTF-8 lines, sha256, JSONL."""
+"""File helpers shared by the library: atomic writes, locks, UTF-8 lines, sha256, JSONL."""
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import socket
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Type, Union
 
-from .errors import ElmoError, ElmoFileNotFoundError
+from .errors import ElmoError, ElmoFileNotFoundError, ElmoLockedError
 
 _BLOCK = 1 << 20
 
@@ -61,6 +64,64 @@ def atomic_path(path: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file beside ``path`` that ``exclusive_lock`` takes."""
+    return path.with_name(path.name + ".lock")
+
+
+@contextmanager
+def exclusive_lock(path: Union[str, Path], what: str) -> Iterator[None]:
+    """Hold ``PATH.lock`` while the block runs, or fail at once with an error naming
+    ``what`` and the run that holds it. A lock of our own (``flock``), so it works where
+    HDF5's own locking is off (``HDF5_USE_FILE_LOCKING=FALSE`` on NFS/Lustre); the
+    kernel drops it when its process dies, so a killed run leaves no stale lock."""
+    path = Path(path)
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = _locked_fd(lock, path, what)
+    try:
+        if fd is not None:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode("utf8"))
+        yield
+    finally:
+        if fd is not None:
+            lock.unlink(missing_ok=True)  # while still held: a waiting run then sees the file is gone
+            os.close(fd)
+
+
+def _locked_fd(lock: Path, path: Path, what: str) -> Optional[int]:
+    """An open, locked descriptor of ``lock`` (None where the file system has no locks)."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                raise ElmoLockedError(
+                    f"{what} {path} is being written by another run ({_holder(lock)}, lock file {lock}): "
+                    "wait for it to finish, or give another output"
+                ) from err
+            message = f"cannot lock {lock} ({err.strerror or err}): make sure no other run writes {path}"
+            warnings.warn(message, stacklevel=4)  # the caller of exclusive_lock
+            return None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the holder removed it as we opened it: lock the file that is there now
+
+
+def _holder(lock: Path) -> str:
+    try:
+        return lock.read_text(encoding="utf8").strip() or "a process that is starting"
+    except (OSError, UnicodeDecodeError):
+        return "another process"
 
 
 def is_disk_full(err: BaseException) -> bool:
