@@ -16,13 +16,14 @@ How the files are written, resumed and merged: ``embed_writer.py``.
 """
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import typer
 
 from ..errors import ElmoError, EmbedInputError
-from ..io import file_sha256, iter_utf8_lines, require_writable_path
+from ..io import exclusive_lock, file_sha256, iter_utf8_lines, require_writable_path
 from . import app
 from .embed_writer import LAYER_CHOICES, EmbedPlan, embed_batches, finished_part, merge_parts, part_path
 
@@ -128,13 +129,15 @@ def embed_file(
     progress: bool = True,
     max_length: int = 256,
     share: Tuple[int, int] = (0, 1),
+    overwrite: bool = True,
 ) -> int:
     """Embed every line of ``input_file`` into ``output_file``; returns the line count.
 
     ``settings`` identifies the run (weights, tokenizer...) so that a resumed
     run refuses to mix outputs of different settings. ``share = (rank, world)``:
     this process embeds every world-th batch into its part, and process 0
-    merges the parts (see the module's docstring).
+    merges the parts (see the module's docstring). ``overwrite=False`` refuses an
+    existing ``output_file``. Another run writing the same output is refused, naming it.
     """
     check_embed_options(layers, batch_size, max_length)
     input_file, output_file = Path(input_file), Path(output_file)
@@ -152,14 +155,18 @@ def embed_file(
         **(settings or {}),
     }
     plan = EmbedPlan(sentences, batches, run_id, layers, stateful, max_length)
-    if world > 1:
-        target = part_path(output_file, rank, world)
-        if not finished_part(target, run_id):
-            embed_batches(target, bilm, plan.share(rank, world), progress)
-        if rank == 0:
-            merge_parts(output_file, lines, run_id, world, progress)
-        return len(lines)
-    embed_batches(output_file, bilm, plan, progress, lines_to_index=lines)
+    # Process 0 holds OUTPUT (a single run's file, or the merge), each process its part.
+    with exclusive_lock(output_file, "OUTPUT_FILE") if rank == 0 else nullcontext():
+        check_output_free(output_file, overwrite)  # again: another run may have finished it meanwhile
+        if world > 1:
+            target = part_path(output_file, rank, world)
+            with exclusive_lock(target, "this process's part"):
+                if not finished_part(target, run_id):
+                    embed_batches(target, bilm, plan.share(rank, world), progress)
+            if rank == 0:
+                merge_parts(output_file, lines, run_id, world, progress)
+        else:
+            embed_batches(output_file, bilm, plan, progress, lines_to_index=lines)
     return len(lines)
 
 
@@ -226,6 +233,7 @@ def embed_command(
             max_length=max_length,
             tokenize=make_tokenizer(spacy_tokenizer),
             share=share,
+            overwrite=overwrite,
             settings=run_settings(source, spacy_tokenizer, precision),
         )
     except ElmoError as err:

@@ -1,0 +1,77 @@
+"""`embed` against hostile inputs and environments (issue 61): another run on the same
+output, replaced weights, an output that is the input, a full disk, stray torchrun variables."""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy
+import pytest
+
+import spacy_elmo
+from spacy_elmo.bilm import ElmoBiLM
+
+from . import test_cli_embed
+from .test_cli_embed import LINES, read_output, run_embed
+
+files = test_cli_embed.files  # the fixture: a tiny biLM's files and an input text
+
+ROOT = os.path.dirname(os.path.dirname(spacy_elmo.__file__))
+
+# An `embed` run that stops after its first checkpoint until the file GO exists.
+PAUSED_RUN = """
+import sys, time
+from pathlib import Path
+from spacy_elmo.bilm import ElmoBiLM
+from spacy_elmo.cli import app, embed_writer
+options, weights, text, out, ready, go = sys.argv[1:]
+embed_writer.CHECKPOINT_SECONDS = 0.0
+original, calls = ElmoBiLM.embed_batch, []
+def paused(self, *args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+        Path(ready).touch()
+        deadline = time.monotonic() + 60
+        while not Path(go).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return original(self, *args, **kwargs)
+ElmoBiLM.embed_batch = paused
+app(["embed", text, out, "--options-file", options, "--weight-file", weights, "--batch-size", "2"])
+"""
+
+
+def start_paused_run(tmp, options, weights, text, out, env):
+    ready, go = tmp / "ready", tmp / "go"
+    args = [sys.executable, "-c", PAUSED_RUN, str(options), str(weights), str(text), str(out), str(ready), str(go)]
+    run = subprocess.Popen(args, env={**os.environ, **env, "PYTHONPATH": ROOT}, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert run.poll() is None, run.stderr.read() if run.stderr else ""
+        assert time.monotonic() < deadline, "the paused run never checkpointed"
+        time.sleep(0.05)
+    return run, go
+
+
+@pytest.mark.parametrize("locking", ["TRUE", "FALSE"])  # FALSE: HDF5's own locks are off (NFS, Lustre)
+def test_a_second_run_on_an_output_another_is_writing_says_so(files, monkeypatch, locking):
+    tmp, options, weights, text = files
+    out = tmp / "busy.hdf5"
+    monkeypatch.setenv("HDF5_USE_FILE_LOCKING", locking)
+    first, go = start_paused_run(tmp, options, weights, text, out, {"HDF5_USE_FILE_LOCKING": locking})
+    try:
+        result = run_embed(options, weights, text, out, "--batch-size", "2")
+    finally:
+        go.touch()
+        _, stderr = first.communicate(timeout=120)
+    assert result.exit_code == 1, result.output
+    assert f"error: OUTPUT_FILE {out} is being written by another run (pid {first.pid} on " in result.output
+    assert "damaged" not in result.output and "delete" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert first.returncode == 0, stderr
+    data, _ = read_output(out)  # the first run's output is whole and right
+    expected = ElmoBiLM.from_files(options, weights).embed_batch([line.split() for line in LINES])
+    assert sorted(data, key=int) == [str(i) for i in range(len(LINES))]
+    for i, want in enumerate(expected):
+        numpy.testing.assert_allclose(data[str(i)], want, atol=1e-5)
+    assert not list(tmp.glob("busy.hdf5.*"))  # its lock file is gone too
