@@ -1,6 +1,7 @@
 """`embed` against hostile inputs and environments (issue 61): another run on the same
 output, replaced weights, an output that is the input, a full disk, stray torchrun variables."""
 
+import json
 import os
 import subprocess
 import sys
@@ -11,8 +12,11 @@ import pytest
 
 import spacy_elmo
 from spacy_elmo.bilm import ElmoBiLM
+from spacy_elmo.cli import embed_writer
+from spacy_elmo.cli.embed_writer import progress_path
 
 from . import test_cli_embed
+from .conftest import crash_embed_on_batch, tiny_bilm
 from .test_cli_embed import LINES, read_output, run_embed
 
 files = test_cli_embed.files  # the fixture: a tiny biLM's files and an input text
@@ -24,6 +28,8 @@ PAUSED_RUN = """
 import sys, time
 from pathlib import Path
 from spacy_elmo.bilm import ElmoBiLM
+from spacy_elmo.cli import embed_writer
+from spacy_elmo.cli.embed_writer import progress_path
 from spacy_elmo.cli import app, embed_writer
 options, weights, text, out, ready, go = sys.argv[1:]
 embed_writer.CHECKPOINT_SECONDS = 0.0
@@ -75,3 +81,42 @@ def test_a_second_run_on_an_output_another_is_writing_says_so(files, monkeypatch
     for i, want in enumerate(expected):
         numpy.testing.assert_allclose(data[str(i)], want, atol=1e-5)
     assert not list(tmp.glob("busy.hdf5.*"))  # its lock file is gone too
+
+
+def kill_embed_at_batch(monkeypatch, files, out, number=3):
+    """An `embed` of the fixture's files killed at its ``number``-th batch, after checkpoints."""
+    tmp, options, weights, text = files
+    monkeypatch.setattr(embed_writer, "CHECKPOINT_SECONDS", 0.0)
+    original = crash_embed_on_batch(monkeypatch, number)
+    run_embed(options, weights, text, out, "--batch-size", "2")
+    monkeypatch.setattr(ElmoBiLM, "embed_batch", original)
+    assert not out.exists() and json.loads(progress_path(out).read_text())["done_batches"] == number - 1
+    return original
+
+
+def test_a_resume_after_the_weights_were_replaced_at_the_same_path_is_refused(files, monkeypatch):
+    tmp, options, weights, text = files
+    out = tmp / "o.hdf5"
+    kill_embed_at_batch(monkeypatch, files, out)
+    tiny_bilm(seed=99).to_files(options, weights)  # another biLM, same paths
+    result = run_embed(options, weights, text, out, "--batch-size", "2")
+    assert result.exit_code == 1 and "holds a run with other settings" in result.output, result.output
+    assert not out.exists()
+
+
+def test_a_resume_with_the_same_weights_elsewhere_continues(files, monkeypatch):
+    tmp, options, weights, text = files
+    out = tmp / "o.hdf5"
+    original = kill_embed_at_batch(monkeypatch, files, out)
+    moved = tmp / "moved"
+    moved.mkdir()
+    options, weights = options.rename(moved / "options.json"), weights.rename(moved / "weights.hdf5")
+    calls = []
+    monkeypatch.setattr(ElmoBiLM, "embed_batch", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    result = run_embed(options, weights, text, out, "--batch-size", "2")
+    assert result.exit_code == 0, result.output
+    assert len(calls) == 2  # 4 batches, 2 done before the kill
+    data, _ = read_output(out)
+    expected = ElmoBiLM.from_files(options, weights).embed_batch([line.split() for line in LINES])
+    for i, want in enumerate(expected):
+        numpy.testing.assert_allclose(data[str(i)], want, atol=1e-5)

@@ -133,8 +133,9 @@ def embed_file(
 ) -> int:
     """Embed every line of ``input_file`` into ``output_file``; returns the line count.
 
-    ``settings`` identifies the run (weights, tokenizer...) so that a resumed
-    run refuses to mix outputs of different settings. ``share = (rank, world)``:
+    ``settings`` identifies the run (tokenizer, precision...) beside the input, the
+    layout and the biLM's content, so that a resumed run refuses to mix outputs of
+    different settings or weights. ``share = (rank, world)``:
     this process embeds every world-th batch into its part, and process 0
     merges the parts (see the module's docstring). ``overwrite=False`` refuses an
     existing ``output_file``. Another run writing the same output is refused, naming it.
@@ -152,6 +153,7 @@ def embed_file(
         "batch_size": batch_size,
         "stateful": stateful,
         "max_length": max_length,
+        "bilm_sha256": bilm.content_sha256(),  # the weights' content: a file replaced at its path differs
         **(settings or {}),
     }
     plan = EmbedPlan(sentences, batches, run_id, layers, stateful, max_length)
@@ -234,7 +236,7 @@ def embed_command(
             tokenize=make_tokenizer(spacy_tokenizer),
             share=share,
             overwrite=overwrite,
-            settings=run_settings(source, spacy_tokenizer, precision),
+            settings=run_settings(spacy_tokenizer, precision),
         )
     except ElmoError as err:
         typer.echo(f"error: {err}", err=True)
@@ -268,13 +270,10 @@ def check_command(
     return torch_device, share
 
 
-def run_settings(source: Dict, spacy_tokenizer: Optional[str], precision: str) -> Dict:
-    """What identifies the run beside the input and layout (a resume must match it)."""
-    return {
-        **{k: str(Path(v).resolve()) for k, v in source.items() if v},
-        "spacy_tokenizer": spacy_tokenizer,
-        "precision": precision,
-    }
+def run_settings(spacy_tokenizer: Optional[str], precision: str) -> Dict:
+    """What identifies the run beside the input, the layout and the biLM's content (a
+    resume must match it). Not the weights' paths: moved files still resume."""
+    return {"spacy_tokenizer": spacy_tokenizer, "precision": precision}
 
 
 def weight_source(options_file: Optional[Path], weight_file: Optional[Path], bilm_dir: Optional[Path]) -> Dict:
