@@ -45,6 +45,17 @@ def require_writable_path(path: Union[str, Path], what: str) -> Path:
     return path
 
 
+def same_file(a: Union[str, Path], b: Union[str, Path]) -> bool:
+    """Whether two paths name one file: the same path once resolved (symlinks, ``..``),
+    or the same inode (hard links)."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either is missing: only the resolved paths could have told
+        return False
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yields a temporary path to write; on success it replaces ``path``, so a

@@ -9,10 +9,12 @@ import time
 
 import numpy
 import pytest
+from typer.testing import CliRunner
 
 import spacy_elmo
 from spacy_elmo.bilm import ElmoBiLM
-from spacy_elmo.cli import embed_writer
+from spacy_elmo.cli import app, embed_writer
+from spacy_elmo.cli import embed as embed_module
 from spacy_elmo.cli.embed_writer import progress_path
 
 from . import test_cli_embed
@@ -27,7 +29,11 @@ ROOT = os.path.dirname(os.path.dirname(spacy_elmo.__file__))
 PAUSED_RUN = """
 import sys, time
 from pathlib import Path
+from typer.testing import CliRunner
+
 from spacy_elmo.bilm import ElmoBiLM
+from spacy_elmo.cli import app
+from spacy_elmo.cli import embed as embed_module
 from spacy_elmo.cli import embed_writer
 from spacy_elmo.cli.embed_writer import progress_path
 from spacy_elmo.cli import app, embed_writer
@@ -120,3 +126,43 @@ def test_a_resume_with_the_same_weights_elsewhere_continues(files, monkeypatch):
     expected = ElmoBiLM.from_files(options, weights).embed_batch([line.split() for line in LINES])
     for i, want in enumerate(expected):
         numpy.testing.assert_allclose(data[str(i)], want, atol=1e-5)
+
+
+@pytest.mark.parametrize("how", ["same name", "another spelling", "symlink", "hard link"])
+def test_an_output_that_is_the_input_is_refused_and_the_input_kept(files, monkeypatch, how):
+    tmp, options, weights, text = files
+    before = text.read_bytes()
+    out = {"same name": text, "another spelling": tmp / "." / "sub" / ".." / text.name}.get(how, tmp / "alias.txt")
+    (tmp / "sub").mkdir()
+    if how == "symlink":
+        out.symlink_to(text)
+    elif how == "hard link":
+        os.link(text, out)
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    result = run_embed(options, weights, text, out, "--overwrite")
+    assert result.exit_code == 1
+    assert f"error: OUTPUT_FILE {out} is the input file {text}" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and text.read_bytes() == before
+
+
+@pytest.mark.parametrize("how", ["--weight-file", "--bilm-dir", "partial"])
+def test_an_output_whose_files_are_the_biLMs_or_the_input_is_refused(files, how):
+    tmp, options, weights, text = files
+    source = ["--options-file", str(options), "--weight-file", str(weights)]
+    if how == "--bilm-dir":
+        source = ["--bilm-dir", str(tmp)]
+    if how == "partial":
+        text = text.rename(tmp / "input.txt.x.partial")
+    out, kept, message = {
+        "--weight-file": (weights, weights, f"OUTPUT_FILE {weights} is the --weight-file {weights}"),
+        "--bilm-dir": (weights, weights, f"OUTPUT_FILE {weights} is the weights.hdf5 of --bilm-dir {weights}"),
+        "partial": (
+            tmp / "input.txt.x",
+            text,
+            f"OUTPUT_FILE {tmp / 'input.txt.x'}'s working file {text.name} is the input file {text}",
+        ),
+    }[how]
+    before = kept.read_bytes()
+    result = CliRunner().invoke(app, ["embed", str(text), str(out), *source, "--overwrite"])
+    assert result.exit_code == 1 and f"error: {message}: writing it would replace" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and kept.read_bytes() == before

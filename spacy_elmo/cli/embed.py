@@ -23,9 +23,18 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import typer
 
 from ..errors import ElmoError, EmbedInputError
-from ..io import exclusive_lock, file_sha256, iter_utf8_lines, require_writable_path
+from ..io import exclusive_lock, file_sha256, iter_utf8_lines, require_writable_path, same_file
 from . import app
-from .embed_writer import LAYER_CHOICES, EmbedPlan, embed_batches, finished_part, merge_parts, part_path
+from .embed_writer import (
+    LAYER_CHOICES,
+    EmbedPlan,
+    embed_batches,
+    finished_part,
+    merge_parts,
+    part_path,
+    partial_path,
+    progress_path,
+)
 
 # torch and spaCy are imported where a command runs, not here: `--help` stays fast.
 if TYPE_CHECKING:
@@ -117,6 +126,29 @@ def check_output_free(output_file: Path, overwrite: bool) -> None:
         )
 
 
+def check_output_not_an_input(output_file: Path, inputs: Dict[str, Optional[Path]]) -> None:
+    """Writing OUTPUT (or its partial or progress file) must not replace a file the run
+    reads: ``inputs`` maps how each is named to its path (None: not given)."""
+    for what, path in inputs.items():
+        for target in (output_file, partial_path(output_file), progress_path(output_file)):
+            if path is not None and same_file(target, path):
+                owner = "" if target == output_file else f"'s working file {target.name}"
+                raise EmbedInputError(
+                    f"OUTPUT_FILE {output_file}{owner} is {what} {path}: writing it would replace "
+                    f"{what}; give another OUTPUT_FILE"
+                )
+
+
+def source_files(source: Dict) -> Dict[str, Optional[Path]]:
+    """The files a weight source reads, named as the user gave them."""
+    directory = source["bilm_dir"]
+    if directory is None:
+        return {"the --options-file": source["options_file"], "the --weight-file": source["weight_file"]}
+    from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
+
+    return {f"the {name} of --bilm-dir": Path(directory) / name for name in (OPTIONS_NAME, WEIGHTS_NAME)}
+
+
 def embed_file(
     input_file: Path,
     output_file: Path,
@@ -143,6 +175,7 @@ def embed_file(
     check_embed_options(layers, batch_size, max_length)
     input_file, output_file = Path(input_file), Path(output_file)
     check_share(share, stateful)
+    check_output_not_an_input(output_file, {"the input file": input_file})
     rank, world = share
     lines = read_lines(input_file)
     sentences = [tokenize(line) for line in lines]
@@ -225,6 +258,7 @@ def embed_command(
             input_file, output_file, layers, batch_size, max_length, precision, device, stateful, overwrite
         )
         source = weight_source(options_file, weight_file, bilm_dir)
+        check_output_not_an_input(output_file, source_files(source))
         n = embed_file(
             input_file,
             output_file,
@@ -261,6 +295,7 @@ def check_command(
     from ..bilm.device import resolve_device
 
     check_input_file(input_file)
+    check_output_not_an_input(output_file, {"the input file": input_file})
     check_embed_options(layers, batch_size, max_length, precision)
     torch_device = resolve_device(device, precision)
     share = process_share()
