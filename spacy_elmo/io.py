@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,12 +18,32 @@ from .errors import ElmoError, ElmoFileNotFoundError, ElmoLockedError
 _BLOCK = 1 << 20
 
 
+def special_file_kind(path: Path) -> Optional[str]:
+    """What ``path`` is when it exists but is neither a regular file nor a directory
+    (``/dev/null``, a named pipe...): a file reader would hang or read nothing."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    kinds = (
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISFIFO, "FIFO (named pipe)"),
+        (stat.S_ISSOCK, "socket"),
+    )
+    return next((kind for test, kind in kinds if test(mode)), None)
+
+
 def require_file(path: Union[str, Path], what: str, hint: str = "") -> Path:
     """``path`` as a Path if it is a file; else an error that says whether it is
-    missing or a directory (``hint``: what to give instead of a directory)."""
+    missing, a directory (``hint``: what to give instead of a directory) or a device
+    or pipe."""
     path = Path(path)
     if path.is_dir():
         raise ElmoFileNotFoundError(f"{what} {path} is a directory, not a file{hint}")
+    kind = special_file_kind(path)
+    if kind:
+        raise ElmoError(f"{what} {path} is a {kind}, not a regular file: give the file itself")
     if not path.is_file():
         raise ElmoFileNotFoundError(f"{what} not found: {path}")
     return path

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy
 import pytest
@@ -166,3 +167,18 @@ def test_an_output_whose_files_are_the_biLMs_or_the_input_is_refused(files, how)
     result = CliRunner().invoke(app, ["embed", str(text), str(out), *source, "--overwrite"])
     assert result.exit_code == 1 and f"error: {message}: writing it would replace" in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1 and kept.read_bytes() == before
+
+
+@pytest.mark.parametrize("kind", ["character device", "FIFO (named pipe)"])
+def test_an_input_that_is_no_regular_file_says_what_it_is(files, monkeypatch, kind):
+    tmp, options, weights, _ = files
+    source = tmp / "fifo"
+    if kind.startswith("FIFO"):
+        os.mkfifo(source)
+    else:
+        source = Path("/dev/null")
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    result = run_embed(options, weights, source, tmp / "o.hdf5")
+    assert result.exit_code == 1
+    assert f"error: the input {source} is a {kind}, not a regular file: give a text file" in result.output
+    assert "not found" not in result.output and len(result.output.strip().splitlines()) == 1

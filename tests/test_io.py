@@ -54,3 +54,11 @@ def test_a_file_system_without_locks_warns_and_runs(tmp_path, monkeypatch):
         with exclusive_lock(tmp_path / "out.hdf5", "OUTPUT_FILE"):
             ran.append(True)
     assert ran == [True]
+
+
+def test_a_device_given_as_a_file_says_what_it_is():
+    from spacy_elmo.errors import ElmoError
+    from spacy_elmo.io import require_file
+
+    with pytest.raises(ElmoError, match=r"^weight file /dev/null is a character device, not a regular file: give"):
+        require_file("/dev/null", "weight file")

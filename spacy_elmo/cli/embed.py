@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import typer
 
 from ..errors import ElmoError, EmbedInputError
-from ..io import exclusive_lock, file_sha256, iter_utf8_lines, require_writable_path, same_file
+from ..io import exclusive_lock, file_sha256, iter_utf8_lines, require_writable_path, same_file, special_file_kind
 from . import app
 from .embed_writer import (
     LAYER_CHOICES,
@@ -52,6 +52,11 @@ def read_lines(path: Path) -> List[str]:
 def check_input_file(path: Path) -> None:
     if path.is_dir():
         raise EmbedInputError(f"the input {path} is a directory: give a text file, one sentence per line")
+    kind = special_file_kind(path)
+    if kind:  # read twice (its sha256 names the run, then its lines): a pipe or device cannot be
+        raise EmbedInputError(
+            f"the input {path} is a {kind}, not a regular file: give a text file, one sentence per line"
+        )
     if not path.is_file():
         raise EmbedInputError(f"input file not found: {path}")
 
