@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import stat
+import sys
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -202,12 +203,46 @@ def arrays_sha256(arrays: Dict[str, Any], header: Any = None) -> str:
     return digest.hexdigest()
 
 
+# Deeper JSON is a damaged or hostile file (our files nest 3 levels): deeper than
+# the interpreter's recursion limit, decoding or copying it raises RecursionError.
+MAX_JSON_DEPTH = 100
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads`` whose every failure is a ``ValueError`` with a one-line reason: bad
+    syntax (``json.JSONDecodeError``), an integer too long for Python to convert, or
+    nesting deeper than MAX_JSON_DEPTH."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError as err:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels") from err
+    except ValueError as err:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()  # Python 3.9.14+
+        raise ValueError(f"an integer of more than {limit} digits") from err
+    check_json_depth(data)
+    return data
+
+
+def check_json_depth(data: Any) -> None:
+    """A ``ValueError`` if lists and objects in ``data`` nest deeper than MAX_JSON_DEPTH
+    (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list, tuple)):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+
+
 def read_json(path: Path, error: Type[Exception]) -> Any:
     """A JSON file's content; a file that is not UTF-8 JSON raises ``error`` naming it."""
     try:
-        return json.loads(path.read_text(encoding="utf8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise error(f"{path}: not a valid JSON file ({err}): a damaged or cut file? write it again") from None
+        return parse_json(path.read_text(encoding="utf8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise error(f"{path}: not a valid JSON file ({err}): a damaged or cut file? write it again") from err
 
 
 def read_jsonl(path: Path) -> List[Dict[str, Any]]:

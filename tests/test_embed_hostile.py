@@ -182,3 +182,14 @@ def test_an_input_that_is_no_regular_file_says_what_it_is(files, monkeypatch, ki
     assert result.exit_code == 1
     assert f"error: the input {source} is a {kind}, not a regular file: give a text file" in result.output
     assert "not found" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_progress_file_with_a_5000_digit_count_is_named_as_damaged(files):
+    tmp, options, weights, text = files
+    out = tmp / "o.hdf5"
+    run_embed(options, weights, text, tmp / "full.hdf5")
+    (tmp / "full.hdf5").rename(embed_writer.partial_path(out))
+    progress_path(out).write_text('{"done_batches": ' + "7" * 5000 + "}")
+    result = run_embed(options, weights, text, out)
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
+    assert f"error: {progress_path(out)} is damaged (an integer of more than 4300 digits)" in result.output

@@ -25,7 +25,7 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import EmbedInputError
-from ..io import atomic_path, write_json_atomic
+from ..io import atomic_path, parse_json, write_json_atomic
 
 # torch is imported where a command runs, not here: `--help` stays fast.
 if TYPE_CHECKING:
@@ -120,8 +120,8 @@ def _start_afresh(*files: Path) -> str:
 def read_progress(progress_file: Path, partial: Path) -> Dict:
     """An unfinished run's progress file, or an error naming it if it is damaged."""
     try:
-        saved = json.loads(progress_file.read_text(encoding="utf8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        saved = parse_json(progress_file.read_text(encoding="utf8"))
+    except (UnicodeDecodeError, ValueError) as err:
         raise EmbedInputError(f"{progress_file} is damaged ({err}): {_start_afresh(progress_file, partial)}") from None
     done = saved.get("done_batches") if isinstance(saved, dict) else None
     if not (isinstance(done, int) and not isinstance(done, bool) and done >= 0):
