@@ -157,6 +157,19 @@ def _holder(lock: Path) -> str:
         return "another process"
 
 
+# What h5py raises reading a damaged file: OSError, and for damaged metadata also
+# RuntimeError ("Object visitation failed"), KeyError ("Unable to synchronously open
+# object"), ValueError, TypeError. Caught only around reads of a file (and after our
+# own errors, which are ValueErrors).
+HDF5_READ_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError)
+
+
+def one_line_reason(err: BaseException) -> str:
+    """The first line of an exception's message (its type where it has none)."""
+    text = str(err).strip().strip("'\"").strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def is_disk_full(err: BaseException) -> bool:
     """Whether ``err`` is the file system's "no space left" (or quota exceeded)."""
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)

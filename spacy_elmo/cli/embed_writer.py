@@ -25,7 +25,7 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import EmbedInputError
-from ..io import atomic_path, parse_json, write_json_atomic
+from ..io import HDF5_READ_ERRORS, atomic_path, one_line_reason, parse_json, write_json_atomic
 
 # torch is imported where a command runs, not here: `--help` stays fast.
 if TYPE_CHECKING:
@@ -134,12 +134,13 @@ def read_progress(progress_file: Path, partial: Path) -> Dict:
 def check_partial(partial: Path, progress_file: Path) -> None:
     """The unfinished output opens as HDF5 (a damaged one fails here, naming it, not midway)."""
     try:
-        with h5py.File(partial, "r"):
-            pass
-    except OSError:
+        with h5py.File(partial, "r") as out:
+            list(out)  # its root group's metadata too
+    except HDF5_READ_ERRORS as err:
         raise EmbedInputError(
-            f"{partial} is damaged (not a readable HDF5 file): {_start_afresh(partial, progress_file)}"
-        ) from None
+            f"{partial} is damaged (not a readable HDF5 file: {one_line_reason(err)}): "
+            f"{_start_afresh(partial, progress_file)}"
+        ) from err
 
 
 def load_states(bilm: "ElmoBiLM", state_file: Path, partial: Path, progress_file: Path) -> None:
@@ -152,9 +153,8 @@ def load_states(bilm: "ElmoBiLM", state_file: Path, partial: Path, progress_file
             f"{state_file} is missing (a stateful run's state): {_start_afresh(partial, progress_file)}"
         ) from None
     except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile) as err:  # not an .npz, truncated
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EmbedInputError(
-            f"{state_file} is damaged ({reason}): {_start_afresh(state_file, partial, progress_file)}"
+            f"{state_file} is damaged ({one_line_reason(err)}): {_start_afresh(state_file, partial, progress_file)}"
         ) from None
 
 
@@ -267,7 +267,7 @@ def finished_part(path: Path, run_id: Dict) -> bool:
     try:
         with h5py.File(path, "r") as part:
             return part.attrs.get("run") == json.dumps(run_id, sort_keys=True)
-    except OSError:
+    except HDF5_READ_ERRORS:  # damaged (a kill mid-write): redone
         return False
 
 
