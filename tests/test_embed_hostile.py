@@ -20,7 +20,7 @@ from spacy_elmo.cli.embed_writer import progress_path
 
 from . import test_cli_embed
 from .conftest import crash_embed_on_batch, tiny_bilm
-from .test_cli_embed import LINES, read_output, run_embed
+from .test_cli_embed import LINES, TORCHRUN_ENV, read_output, run_embed
 
 files = test_cli_embed.files  # the fixture: a tiny biLM's files and an input text
 
@@ -193,3 +193,34 @@ def test_a_progress_file_with_a_5000_digit_count_is_named_as_damaged(files):
     result = run_embed(options, weights, text, out)
     assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
     assert f"error: {progress_path(out)} is damaged (an integer of more than 4300 digits)" in result.output
+
+
+def test_stray_rank_variables_without_torchrun_are_one_line_naming_them(files, monkeypatch):
+    tmp, options, weights, text = files
+    for name in TORCHRUN_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    result = subprocess.run(  # a subprocess: today's code would wait forever
+        [sys.executable, "-m", "spacy_elmo", "embed", str(text), str(tmp / "o.hdf5")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "error: WORLD_SIZE=2 and RANK=0 are set, but not LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, "
+        "TORCHELASTIC_RUN_ID that torchrun sets beside them: this is not a torchrun process; unset WORLD_SIZE "
+        "and RANK to run one process, or launch it with torchrun"
+    )
+    assert not list(tmp.glob("o.hdf5*"))
+
+
+def test_torchruns_variables_make_a_share():
+    from spacy_elmo.pretrain.distributed import torchrun_share
+
+    env = {**TORCHRUN_ENV, "WORLD_SIZE": "2", "RANK": "1"}
+    assert torchrun_share(env) == (1, 2)
+    assert torchrun_share({}) == (0, 1)
+    assert torchrun_share({"WORLD_SIZE": "1", "RANK": "0"}) == (0, 1)

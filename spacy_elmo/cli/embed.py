@@ -15,7 +15,6 @@ single process's byte for byte (same batches, same threads per process).
 How the files are written, resumed and merged: ``embed_writer.py``.
 """
 
-import os
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -105,13 +104,9 @@ def check_embed_options(layers: str, batch_size: int, max_length: int = 0, preci
 
 def process_share() -> Tuple[int, int]:
     """``(rank, world size)``: torchrun's ``RANK``/``WORLD_SIZE``, else ``(0, 1)``."""
-    try:
-        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        raise EmbedInputError("RANK and WORLD_SIZE (set by torchrun) must be integers") from None
-    if world < 1 or not 0 <= rank < world:
-        raise EmbedInputError(f"RANK {rank} / WORLD_SIZE {world} (set by torchrun) do not fit together")
-    return rank, world
+    from ..pretrain.distributed import torchrun_share  # brings torch: only when a command runs
+
+    return torchrun_share()
 
 
 def check_share(share: Tuple[int, int], stateful: bool) -> None:

@@ -7,11 +7,12 @@ processes share: sums, gathers, the gradient-averaging wrapper and a barrier.
 
 import os
 from dataclasses import dataclass
-from typing import Any, List
+from typing import Any, List, Mapping, Tuple
 
 import torch
 
 from ..bilm.device import resolve_device
+from ..errors import ElmoError
 
 
 @dataclass
@@ -59,9 +60,35 @@ class Distributed:
             dist.barrier()
 
 
+# What torchrun sets beside RANK and WORLD_SIZE: all of them mean a torchrun process.
+TORCHRUN_VARIABLES = ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
+def torchrun_share(env: Mapping[str, str] = os.environ) -> Tuple[int, int]:
+    """``(rank, world size)`` of a process that torchrun launched, else ``(0, 1)``.
+    RANK and WORLD_SIZE alone (left over in a shell, set by another launcher) are not
+    torchrun: joining a group there would wait forever for processes that never come."""
+    try:
+        rank, world = int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1"))
+    except ValueError as err:
+        raise ElmoError("RANK and WORLD_SIZE (set by torchrun) must be integers") from err
+    if world <= 1:
+        return 0, 1
+    missing = [name for name in TORCHRUN_VARIABLES if name not in env]
+    if missing:
+        raise ElmoError(
+            f"WORLD_SIZE={world} and RANK={rank} are set, but not {', '.join(missing)} that torchrun sets "
+            "beside them: this is not a torchrun process; unset WORLD_SIZE and RANK to run one process, "
+            "or launch it with torchrun"
+        )
+    if not 0 <= rank < world:
+        raise ElmoError(f"RANK {rank} / WORLD_SIZE {world} (set by torchrun) do not fit together")
+    return rank, world
+
+
 def setup_distributed(device: torch.device) -> Distributed:
     """Join the process group that ``torchrun`` describes in the environment."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    _, world_size = torchrun_share()
     if world_size <= 1:
         return Distributed()
     import torch.distributed as dist
