@@ -20,7 +20,7 @@ from spacy_elmo.cli.embed_writer import progress_path
 
 from . import test_cli_embed
 from .conftest import crash_embed_on_batch, tiny_bilm
-from .test_cli_embed import LINES, TORCHRUN_ENV, read_output, run_embed
+from .test_cli_embed import LINES, TORCHRUN_ENV, read_output, read_output_after, run_embed
 
 files = test_cli_embed.files  # the fixture: a tiny biLM's files and an input text
 
@@ -224,3 +224,88 @@ def test_torchruns_variables_make_a_share():
     assert torchrun_share(env) == (1, 2)
     assert torchrun_share({}) == (0, 1)
     assert torchrun_share({"WORLD_SIZE": "1", "RANK": "0"}) == (0, 1)
+
+
+def test_a_disk_filling_up_stops_with_one_line_and_the_rerun_resumes(files, monkeypatch):
+    import shutil
+
+    tmp, options, weights, text = files
+    reference, _ = read_output_after(run_embed, files, "full.hdf5", "--batch-size", "2")
+    monkeypatch.setattr(embed_writer, "CHECKPOINT_SECONDS", 0.0)
+    real, writes = shutil.disk_usage, []
+
+    def filling(path):  # room for the first two batches only
+        usage = real(path)
+        writes.append(path)
+        free = embed_writer.SPARE_BYTES + (1 << 20 if len(writes) <= 3 else 100)  # the opening, 2 batches
+        return usage._replace(free=free)
+
+    monkeypatch.setattr(embed_writer.shutil, "disk_usage", filling)
+    out = tmp / "o.hdf5"
+    result = run_embed(options, weights, text, out, "--batch-size", "2")
+    assert result.exit_code == 1
+    line = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert line == result.output.strip().splitlines()[-1:]  # one line, after the progress bar
+    assert line[0].startswith(f"error: no space left on device for {embed_writer.partial_path(out)}: free some")
+    assert "it resumes from the last checkpoint (8.0 MiB free; the next write needs 0.0" in line[0]
+    assert line[0].endswith(" MiB and embed keeps 8 MiB spare)")
+    assert json.loads(progress_path(out).read_text())["done_batches"] == 2
+    monkeypatch.undo()
+    assert run_embed(options, weights, text, out, "--batch-size", "2").exit_code == 0
+    data, _ = read_output(out)
+    assert sorted(data) == sorted(reference) and all((data[k] == reference[k]).all() for k in data)
+
+
+def test_an_enospc_from_the_writer_is_one_line(files, monkeypatch):
+    import errno
+
+    tmp, options, weights, text = files
+
+    def full(out, batch, vectors, layers):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(embed_writer, "write_batch", full)
+    out = tmp / "o.hdf5"
+    result = run_embed(options, weights, text, out)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    last = result.output.strip().splitlines()[-1]  # one line, after the progress bar
+    assert last.startswith(f"error: no space left on device for {embed_writer.partial_path(out)}: free some")
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A 64 KiB tmpfs (root only), unmounted afterwards."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)]).returncode:
+        pytest.skip("needs root and tmpfs (the monkeypatched tests above cover the rest)")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_tmpfs_is_one_line_not_tracebacks_or_a_segfault(files, tiny_tmpfs):
+    tmp, options, weights, text = files
+    text.write_text("the quick brown fox jumps over the lazy dog again and again\n" * 300, encoding="utf8")
+    args = [
+        "embed",
+        str(text),
+        str(tiny_tmpfs / "out.hdf5"),
+        "--options-file",
+        str(options),
+        "--weight-file",
+        str(weights),
+    ]
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=300,
+    )
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"error: no space left on device for {tiny_tmpfs}/out.hdf5.partial")
+    )
+    assert "Traceback" not in result.stderr

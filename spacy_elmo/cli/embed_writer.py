@@ -13,19 +13,21 @@ into OUTPUT, whose datasets equal a single process's byte for byte.
 import glob
 import json
 import os
+import shutil
 import sys
 import time
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence
 
 import h5py
 import numpy
 from tqdm import tqdm
 
 from ..errors import EmbedInputError
-from ..io import HDF5_READ_ERRORS, atomic_path, one_line_reason, parse_json, write_json_atomic
+from ..io import HDF5_READ_ERRORS, atomic_path, is_disk_full, one_line_reason, parse_json, write_json_atomic
 
 # torch is imported where a command runs, not here: `--help` stays fast.
 if TYPE_CHECKING:
@@ -36,6 +38,10 @@ LAYER_CHOICES = ("all", "top", "average")
 CHECKPOINT_SECONDS = 30.0
 # Seconds between process 0's looks for the other processes' finished parts.
 MERGE_POLL_SECONDS = 2.0
+# Free bytes kept beyond what a write needs: room for HDF5's metadata, flushed at
+# checkpoints and at close (a write that fills the disk leaves h5py in a state that
+# can end in a segfault, so embed stops before it).
+SPARE_BYTES = 8 << 20
 
 
 @dataclass
@@ -162,8 +168,48 @@ def write_sentence_index(out: h5py.File, lines: Sequence[str]) -> None:
     """AllenNLP's ``sentence_to_index``: one JSON map from sentence text to dataset name."""
     if "sentence_to_index" in out:
         del out["sentence_to_index"]
+    text = json.dumps({line.strip(): str(i) for i, line in enumerate(lines)})
+    require_space(Path(out.filename), len(text.encode("utf8")))
     index_dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
-    index_dataset[0] = json.dumps({line.strip(): str(i) for i, line in enumerate(lines)})
+    index_dataset[0] = text
+
+
+def _no_space(path: Path) -> str:
+    return (
+        f"no space left on device for {path}: free some (or give an OUTPUT_FILE elsewhere) and rerun "
+        "the same command: it resumes from the last checkpoint"
+    )
+
+
+def require_space(path: Path, nbytes: int) -> None:
+    """Stop, with one line, before a write of ``nbytes`` would leave less than SPARE_BYTES free."""
+    free = shutil.disk_usage(path.parent).free
+    if free < nbytes + SPARE_BYTES:
+        mib = 1 << 20
+        raise EmbedInputError(
+            f"{_no_space(path)} ({free / mib:.1f} MiB free; the next write needs {nbytes / mib:.1f} MiB "
+            f"and embed keeps {SPARE_BYTES // mib} MiB spare)"
+        )
+
+
+@contextmanager
+def disk_full_as_one_line(path: Path) -> Iterator[None]:
+    """A full disk met anyway (another writer took the space) as one line, not h5py's
+    tracebacks: OSError ENOSPC, or h5py's RuntimeError/OSError quoting errno 28."""
+    try:
+        yield
+    except (OSError, RuntimeError) as err:
+        if not (is_disk_full(err) or "errno = 28" in str(err) or "No space left on device" in str(err)):
+            raise
+        raise EmbedInputError(_no_space(path)) from err
+
+
+def write_batch(out: h5py.File, batch: Sequence[int], vectors: Sequence[numpy.ndarray], layers: str) -> None:
+    """One batch's datasets, once the disk has room for them."""
+    arrays = [select_layers(array, layers).astype(numpy.float32) for array in vectors]
+    require_space(Path(out.filename), sum(a.nbytes for a in arrays) + 4096 * len(arrays))  # 4 KiB: headers
+    for index, array in zip(batch, arrays):
+        out.create_dataset(str(index), data=array)
 
 
 def embed_batches(
@@ -186,18 +232,20 @@ def embed_batches(
         disable=not progress,
         file=sys.stderr,
     )
-    with h5py.File(partial, "a") as out:
-        # Batches written after the last checkpoint are redone.
-        for batch in plan.batches[done_batches:]:
-            for index in batch:
-                if str(index) in out:
-                    del out[str(index)]
-        _embed_remaining(out, output_file, bilm, plan, done_batches, bar)
-        if lines_to_index is not None:
-            write_sentence_index(out, lines_to_index)
-        else:
-            out.attrs["run"] = json.dumps(plan.run_id, sort_keys=True)
-    bar.close()
+    # The bar is closed however the run ends: an error then starts a line of its own.
+    with bar, disk_full_as_one_line(partial):
+        require_space(partial, 0)
+        with h5py.File(partial, "a") as out:
+            # Batches written after the last checkpoint are redone.
+            for batch in plan.batches[done_batches:]:
+                for index in batch:
+                    if str(index) in out:
+                        del out[str(index)]
+            _embed_remaining(out, output_file, bilm, plan, done_batches, bar)
+            if lines_to_index is not None:
+                write_sentence_index(out, lines_to_index)
+            else:
+                out.attrs["run"] = json.dumps(plan.run_id, sort_keys=True)
     os.replace(partial, output_file)
     progress_path(output_file).unlink(missing_ok=True)
     remove_states(output_file)
@@ -230,8 +278,7 @@ def _embed_remaining(
         vectors = bilm.embed_batch(
             [sentences[i] for i in batch], stateful=plan.stateful, max_length=plan.max_length or None
         )
-        for index, array in zip(batch, vectors):
-            out.create_dataset(str(index), data=select_layers(array, plan.layers).astype(numpy.float32))
+        write_batch(out, batch, vectors, plan.layers)
         bar.update(len(batch))
         if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS or number == len(batches) - 1:
             stateful_bilm = bilm if plan.stateful else None
@@ -284,12 +331,13 @@ def merge_parts(output_file: Path, lines: Sequence[str], run_id: Dict, world: in
     partial = partial_path(output_file)
     sources = [h5py.File(p, "r") for p in parts]
     try:
-        with h5py.File(partial, "w") as out:
+        with disk_full_as_one_line(partial), h5py.File(partial, "w") as out:
             for index in range(len(lines)):
                 name = str(index)
                 source = next((s for s in sources if name in s), None)
                 if source is None:
                     raise EmbedInputError(f"line {index + 1} is in none of the parts {parts[0].name}..: rerun")
+                require_space(partial, source[name].nbytes + 4096)
                 out.create_dataset(name, data=source[name][...])
             write_sentence_index(out, lines)
     finally:
