@@ -309,3 +309,33 @@ def test_a_full_tmpfs_is_one_line_not_tracebacks_or_a_segfault(files, tiny_tmpfs
         .startswith(f"error: no space left on device for {tiny_tmpfs}/out.hdf5.partial")
     )
     assert "Traceback" not in result.stderr
+
+
+def test_a_partial_with_damaged_metadata_resumes_or_is_one_line_naming_it(files, monkeypatch):
+    from .test_hostile_files import metadata_offsets
+
+    tmp, options, weights, text = files
+    bilm = ElmoBiLM.from_files(options, weights)
+    monkeypatch.setattr(embed_writer, "CHECKPOINT_SECONDS", 0.0)
+    original = crash_embed_on_batch(monkeypatch, 3)
+    out = tmp / "o.hdf5"
+    with pytest.raises(KeyboardInterrupt):
+        embed_module.embed_file(text, out, bilm, batch_size=2, progress=False)
+    monkeypatch.setattr(ElmoBiLM, "embed_batch", original)
+    partial, progress = embed_writer.partial_path(out), progress_path(out)
+    raw, saved, offsets = partial.read_bytes(), progress.read_text(), metadata_offsets(partial)
+    outcomes = set()
+    for offset in offsets[:: len(offsets) // 40]:
+        flipped = bytearray(raw)
+        flipped[offset] ^= 0xFF
+        partial.write_bytes(bytes(flipped))
+        progress.write_text(saved)
+        out.unlink(missing_ok=True)
+        try:
+            embed_module.embed_file(text, out, bilm, batch_size=2, progress=False)
+            outcomes.add("resumed")
+        except embed_module.EmbedInputError as err:
+            assert str(err).startswith(f"{partial} is damaged (") and "\n" not in str(err), (offset, str(err))
+            assert str(err).endswith(f"delete {partial.name}, {progress.name} (in {tmp}) to start afresh")
+            outcomes.add("refused")
+    assert "refused" in outcomes
