@@ -339,3 +339,28 @@ def test_a_partial_with_damaged_metadata_resumes_or_is_one_line_naming_it(files,
             assert str(err).endswith(f"delete {partial.name}, {progress.name} (in {tmp}) to start afresh")
             outcomes.add("refused")
     assert "refused" in outcomes
+
+
+def test_process_0_waiting_for_parts_nobody_writes_times_out_naming_them(files, monkeypatch):
+    tmp, options, weights, text = files
+    monkeypatch.setattr(embed_writer, "MERGE_POLL_SECONDS", 0.01)
+    monkeypatch.setattr(embed_writer, "MERGE_STALL_SECONDS", 0.2, raising=False)
+    real_sleep, sleeps = time.sleep, []
+
+    def bounded_sleep(seconds):  # the code before the fix waited forever
+        sleeps.append(seconds)
+        assert len(sleeps) < 2000, "still waiting"
+        real_sleep(seconds)
+
+    monkeypatch.setattr(embed_writer.time, "sleep", bounded_sleep)
+    out = tmp / "o.hdf5"
+    with pytest.raises(embed_module.EmbedInputError) as err:
+        embed_module.embed_file(
+            text, out, ElmoBiLM.from_files(options, weights), batch_size=2, share=(0, 2), progress=False
+        )
+    assert str(err.value) == (
+        f"waited 0.2 s for process 1's part of {out} (WORLD_SIZE=2), and it wrote nothing meanwhile: was it "
+        "started, by torchrun (which sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT for each)? "
+        "Rerun the same command: finished parts are kept"
+    )
+    assert embed_module.part_path(out, 0, 2).is_file()  # process 0's own part is kept for the rerun

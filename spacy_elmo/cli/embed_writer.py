@@ -38,6 +38,9 @@ LAYER_CHOICES = ("all", "top", "average")
 CHECKPOINT_SECONDS = 30.0
 # Seconds between process 0's looks for the other processes' finished parts.
 MERGE_POLL_SECONDS = 2.0
+# Seconds process 0 waits for parts whose files do not change before it gives up
+# (their processes were never started, or died).
+MERGE_STALL_SECONDS = 600.0
 # Free bytes kept beyond what a write needs: room for HDF5's metadata, flushed at
 # checkpoints and at close (a write that fills the disk leaves h5py in a state that
 # can end in a segfault, so embed stops before it).
@@ -318,16 +321,46 @@ def finished_part(path: Path, run_id: Dict) -> bool:
         return False
 
 
+def wait_for_parts(output_file: Path, parts: List[Path], run_id: Dict, progress: bool) -> None:
+    """Until every part is finished; an error once the unfinished ones' files have not
+    changed for MERGE_STALL_SECONDS."""
+    waiting = [p for p in parts if not finished_part(p, run_id)]
+    if waiting and progress:
+        print(f"waiting for {len(waiting)} other process(es) to finish their parts", file=sys.stderr, flush=True)
+    seen, since = _last_changes(waiting), time.monotonic()
+    while waiting:
+        time.sleep(MERGE_POLL_SECONDS)
+        waiting = [p for p in waiting if not finished_part(p, run_id)]
+        changes = _last_changes(waiting)
+        if changes != seen:
+            seen, since = changes, time.monotonic()
+        elif waiting and time.monotonic() - since > MERGE_STALL_SECONDS:
+            ranks = ", ".join(str(parts.index(p)) for p in waiting)
+            raise EmbedInputError(
+                f"waited {MERGE_STALL_SECONDS:g} s for process {ranks}'s part of {output_file} "
+                f"(WORLD_SIZE={len(parts)}), and it wrote nothing meanwhile: was it started, by torchrun "
+                "(which sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT for each)? "
+                "Rerun the same command: finished parts are kept"
+            )
+
+
+def _last_changes(parts: List[Path]) -> List[Optional[int]]:
+    """When each part's files (the part, its partial and progress files) last changed."""
+    times: List[Optional[int]] = []
+    for part in parts:
+        for path in (part, partial_path(part), progress_path(part)):
+            try:
+                times.append(path.stat().st_mtime_ns)
+            except FileNotFoundError:
+                times.append(None)
+    return times
+
+
 def merge_parts(output_file: Path, lines: Sequence[str], run_id: Dict, world: int, progress: bool = True) -> None:
     """Process 0's last step: wait for every process's finished part of this run, copy
     their datasets into ``output_file`` in line order, then remove the parts."""
     parts = [part_path(output_file, rank, world) for rank in range(world)]
-    waiting = [p for p in parts if not finished_part(p, run_id)]
-    if waiting and progress:
-        print(f"waiting for {len(waiting)} other process(es) to finish their parts", file=sys.stderr, flush=True)
-    while waiting:
-        time.sleep(MERGE_POLL_SECONDS)
-        waiting = [p for p in waiting if not finished_part(p, run_id)]
+    wait_for_parts(output_file, parts, run_id, progress)
     partial = partial_path(output_file)
     sources = [h5py.File(p, "r") for p in parts]
     try:
