@@ -364,3 +364,21 @@ def test_process_0_waiting_for_parts_nobody_writes_times_out_naming_them(files, 
         "Rerun the same command: finished parts are kept"
     )
     assert embed_module.part_path(out, 0, 2).is_file()  # process 0's own part is kept for the rerun
+
+
+def test_pretraining_decides_the_same_way(monkeypatch):
+    import torch
+
+    from spacy_elmo.errors import ElmoError
+    from spacy_elmo.pretrain.distributed import setup_distributed
+
+    for name in TORCHRUN_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(
+        ElmoError, match=r"^WORLD_SIZE=2 and RANK=1 are set, but not LOCAL_RANK, .*launch it with torchrun$"
+    ):
+        setup_distributed(torch.device("cpu"))
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert setup_distributed(torch.device("cpu")).world_size == 1
