@@ -116,8 +116,7 @@ def exclusive_lock(path: Union[str, Path], what: str) -> Iterator[None]:
     fd = _locked_fd(lock, path, what)
     try:
         if fd is not None:
-            os.ftruncate(fd, 0)
-            os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode("utf8"))
+            _note_holder(fd)
         yield
     finally:
         if fd is not None:
@@ -150,9 +149,19 @@ def _locked_fd(lock: Path, path: Path, what: str) -> Optional[int]:
         os.close(fd)  # the holder removed it as we opened it: lock the file that is there now
 
 
+def _note_holder(fd: int) -> None:
+    """Who holds the lock, for the error another run shows (best effort: a full disk
+    leaves the file empty, and the lock still holds)."""
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode("utf8"))
+    except OSError:
+        pass
+
+
 def _holder(lock: Path) -> str:
     try:
-        return lock.read_text(encoding="utf8").strip() or "a process that is starting"
+        return lock.read_text(encoding="utf8").strip() or "its pid not recorded yet"
     except (OSError, UnicodeDecodeError):
         return "another process"
 

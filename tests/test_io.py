@@ -62,3 +62,15 @@ def test_a_device_given_as_a_file_says_what_it_is():
 
     with pytest.raises(ElmoError, match=r"^weight file /dev/null is a character device, not a regular file: give"):
         require_file("/dev/null", "weight file")
+
+
+def test_a_lock_on_a_full_disk_still_holds(tmp_path, monkeypatch):
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    out = tmp_path / "out.hdf5"
+    with exclusive_lock(out, "OUTPUT_FILE"):
+        with pytest.raises(ElmoLockedError, match=r"is being written by another run \(a process that is starting"):
+            with exclusive_lock(out, "OUTPUT_FILE"):
+                pytest.fail("locked twice")
