@@ -71,6 +71,6 @@ def test_a_lock_on_a_full_disk_still_holds(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "write", full)
     out = tmp_path / "out.hdf5"
     with exclusive_lock(out, "OUTPUT_FILE"):
-        with pytest.raises(ElmoLockedError, match=r"is being written by another run \(a process that is starting"):
+        with pytest.raises(ElmoLockedError, match=r"is being written by another run \(its pid not recorded yet"):
             with exclusive_lock(out, "OUTPUT_FILE"):
                 pytest.fail("locked twice")
