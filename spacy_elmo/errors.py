@@ -34,6 +34,10 @@ class ElmoNoWeightsError(ElmoError):
     """The biLM has no weights yet."""
 
 
+class ElmoLockedError(ElmoError):
+    """An output that another run is writing (it holds the output's lock file)."""
+
+
 class EmbedInputError(ElmoError):
     """The input text of ``embed`` cannot be read as asked."""
 

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
+from ..io import arrays_sha256
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
 from .efml import EFML_DIR_HINT, is_efml_dir
@@ -193,6 +194,11 @@ class ElmoBiLM(nn.Module):
                 prefix = lstm_prefix(direction, k)
                 arrays[f"{prefix}/W_0"], arrays[f"{prefix}/B"], arrays[f"{prefix}/W_P_0"] = layer.tf_arrays()
         return arrays
+
+    def content_sha256(self) -> str:
+        """sha256 of the options and weights (``io.arrays_sha256``): what the biLM is,
+        wherever its files lie (``embed`` resumes only a run of the same biLM)."""
+        return arrays_sha256(self.tf_arrays(), self.options.to_dict())
 
     def _lstm_stacks(self) -> Tuple[Sequence[ProjectedLstm], Sequence[ProjectedLstm]]:
         # cast: nn.ModuleList is not generic; these hold ProjectedLstm layers only.

@@ -9,11 +9,12 @@ Under torchrun the group is joined even by a single process (``--nproc_per_node
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, List
+from typing import Any, List, Mapping, Tuple
 
 import torch
 
 from ..bilm.device import resolve_device
+from ..errors import ElmoError
 
 
 @dataclass
@@ -66,9 +67,37 @@ class Distributed:
             dist.barrier()
 
 
-def launched_by_torchrun() -> bool:
-    """Whether torchrun (or another launcher of its kind) started this process."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1 or "LOCAL_RANK" in os.environ
+# What torchrun sets beside RANK and WORLD_SIZE: all of them mean a torchrun process.
+TORCHRUN_VARIABLES = ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
+def torchrun_share(env: Mapping[str, str] = os.environ) -> Tuple[int, int]:
+    """``(rank, world size)`` of a process that torchrun launched, else ``(0, 1)``.
+    RANK and WORLD_SIZE alone (left over in a shell, set by another launcher) are not
+    torchrun: joining a group there would wait forever for processes that never come."""
+    try:
+        rank, world = int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1"))
+    except ValueError as err:
+        raise ElmoError("RANK and WORLD_SIZE (set by torchrun) must be integers") from err
+    if world <= 1:
+        return 0, 1
+    missing = [name for name in TORCHRUN_VARIABLES if name not in env]
+    if missing:
+        raise ElmoError(
+            f"WORLD_SIZE={world} and RANK={rank} are set, but not {', '.join(missing)} that torchrun sets "
+            "beside them: this is not a torchrun process; unset WORLD_SIZE and RANK to run one process, "
+            "or launch it with torchrun"
+        )
+    if not 0 <= rank < world:
+        raise ElmoError(f"RANK {rank} / WORLD_SIZE {world} (set by torchrun) do not fit together")
+    return rank, world
+
+
+def launched_by_torchrun(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether torchrun started this process: every variable it sets is there (so one
+    process of ``--nproc_per_node 1`` counts too); RANK/WORLD_SIZE alone are refused."""
+    _, world = torchrun_share(env)
+    return world > 1 or all(name in env for name in TORCHRUN_VARIABLES)
 
 
 def setup_distributed(device: torch.device) -> Distributed:
