@@ -1,6 +1,7 @@
 """File helpers shared by the library: atomic writes, UTF-8 lines, sha256, JSONL."""
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -57,6 +58,14 @@ def atomic_path(path: Path) -> Iterator[Path]:
     except OSError as err:
         if err.filename is None:  # a write through a file object names no file: name the one meant
             err.filename = str(path)
+        if not is_disk_full(err) and filled_the_disk(tmp):
+            raise disk_full_error(path) from err
+        raise
+    except RuntimeError as err:
+        # torch.save on a full disk: "enforce fail at inline_container.cc ... unexpected pos"; h5py's
+        # close: RuntimeError. Neither says why: the file system the write just filled does.
+        if filled_the_disk(tmp):
+            raise disk_full_error(path) from err
         raise
     finally:
         if tmp.exists():
@@ -66,6 +75,58 @@ def atomic_path(path: Path) -> Iterator[Path]:
 def is_disk_full(err: BaseException) -> bool:
     """Whether ``err`` is the file system's "no space left" (or quota exceeded)."""
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+# Free bytes below which a failed write counts as having filled the disk.
+FULL_DISK_BYTES = 1 << 20
+
+
+def filled_the_disk(tmp: Path) -> bool:
+    """Whether a write to ``tmp`` that failed left its file system (nearly) full."""
+    try:
+        return tmp.exists() and shutil.disk_usage(tmp.parent).free < FULL_DISK_BYTES
+    except OSError:
+        return False
+
+
+FREE_SPACE_PREFIX = "No space left on device"
+
+
+def disk_full_error(path: Union[str, Path], strerror: str = FREE_SPACE_PREFIX) -> OSError:
+    return OSError(errno.ENOSPC, strerror, str(path))
+
+
+def require_free_space(path: Union[str, Path], needed: int) -> None:
+    """An ENOSPC error naming ``path`` where its file system has less than ``needed`` bytes
+    free: checked before a write, since torch's and h5py's writers fail on a full disk with
+    errors that do not say so, and h5py may crash."""
+    needed += FULL_DISK_BYTES  # what a write that fills the disk would leave
+    free = shutil.disk_usage(Path(path).parent).free
+    if free < needed:
+        raise disk_full_error(
+            path, f"{FREE_SPACE_PREFIX}: {free / 2**20:.1f} MiB free, about {needed / 2**20:.1f} MiB needed"
+        )
+
+
+@contextmanager
+def exclusive_lock(path: Union[str, Path], what: str) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created if needed) while the block runs;
+    if another process holds it, an ``ElmoError`` at once (``what``: the work it guards, e.g.
+    "a pretrain run on OUT"). An flock of our own: it holds where HDF5's file locking is
+    off (NFS, Lustre) and is released by the kernel when the process dies, however it dies."""
+    path = Path(path)
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as err:
+            raise ElmoError(
+                f"another process is already running {what} (it holds {path}): wait for it to finish, "
+                "or stop it, or use another output"
+            ) from err
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
 def write_json_atomic(path: Path, data: Any, indent: Optional[int] = None) -> None:
