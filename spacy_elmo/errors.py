@@ -52,3 +52,7 @@ class PretrainDataError(ElmoError):
 
 class ElmoSavedPipelineError(ElmoError):
     """A saved pipeline's component file that is damaged (its cfg, or settings in its model)."""
+
+
+class PretrainDivergedError(ElmoError):
+    """Pretraining whose loss or weights stopped being finite: stopped, the last good checkpoint kept."""

@@ -93,6 +93,14 @@ def atomic_path(path: Path) -> Iterator[Path]:
     except OSError as err:
         if err.filename is None:  # a write through a file object names no file: name the one meant
             err.filename = str(path)
+        if not is_disk_full(err) and filled_the_disk(tmp):
+            raise disk_full_error(path) from err
+        raise
+    except RuntimeError as err:
+        # torch.save on a full disk: "enforce fail at inline_container.cc ... unexpected pos"; h5py's
+        # close: RuntimeError. Neither says why: the file system the write just filled does.
+        if filled_the_disk(tmp):
+            raise disk_full_error(path) from err
         raise
     finally:
         if tmp.exists():
@@ -124,13 +132,14 @@ def lock_path(path: Path) -> Path:
 
 
 @contextmanager
-def exclusive_lock(path: Union[str, Path], what: str) -> Iterator[None]:
-    """Hold ``PATH.lock`` while the block runs, or fail at once with an error naming
-    ``what`` and the run that holds it. A lock of our own (``flock``), so it works where
-    HDF5's own locking is off (``HDF5_USE_FILE_LOCKING=FALSE`` on NFS/Lustre); the
-    kernel drops it when its process dies, so a killed run leaves no stale lock."""
+def exclusive_lock(path: Union[str, Path], what: str, lock: Optional[Path] = None) -> Iterator[None]:
+    """Hold ``PATH.lock`` (or ``lock``, e.g. a file inside an output directory) while the
+    block runs, or fail at once with an error naming ``what`` and the run that holds it.
+    A lock of our own (``flock``), so it works where HDF5's own locking is off
+    (``HDF5_USE_FILE_LOCKING=FALSE`` on NFS/Lustre); the kernel drops it when its process
+    dies, so a killed run leaves no stale lock."""
     path = Path(path)
-    lock = lock_path(path)
+    lock = lock if lock is not None else lock_path(path)
     lock.parent.mkdir(parents=True, exist_ok=True)
     fd = _locked_fd(lock, path, what)
     try:
@@ -201,6 +210,37 @@ def one_line_reason(err: BaseException) -> str:
 def is_disk_full(err: BaseException) -> bool:
     """Whether ``err`` is the file system's "no space left" (or quota exceeded)."""
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+# Free bytes below which a failed write counts as having filled the disk.
+FULL_DISK_BYTES = 1 << 20
+
+
+def filled_the_disk(tmp: Path) -> bool:
+    """Whether a write to ``tmp`` that failed left its file system (nearly) full."""
+    try:
+        return tmp.exists() and shutil.disk_usage(tmp.parent).free < FULL_DISK_BYTES
+    except OSError:
+        return False
+
+
+FREE_SPACE_PREFIX = "No space left on device"
+
+
+def disk_full_error(path: Union[str, Path], strerror: str = FREE_SPACE_PREFIX) -> OSError:
+    return OSError(errno.ENOSPC, strerror, str(path))
+
+
+def require_free_space(path: Union[str, Path], needed: int) -> None:
+    """An ENOSPC error naming ``path`` where its file system has less than ``needed`` bytes
+    free: checked before a write, since torch's and h5py's writers fail on a full disk with
+    errors that do not say so, and h5py may crash."""
+    needed += FULL_DISK_BYTES  # what a write that fills the disk would leave
+    free = shutil.disk_usage(Path(path).parent).free
+    if free < needed:
+        raise disk_full_error(
+            path, f"{FREE_SPACE_PREFIX}: {free / 2**20:.1f} MiB free, about {needed / 2**20:.1f} MiB needed"
+        )
 
 
 def write_json_atomic(path: Path, data: Any, indent: Optional[int] = None) -> None:
