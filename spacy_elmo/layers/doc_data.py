@@ -10,10 +10,14 @@ Kept in ``doc.user_data`` as plain arrays:
   component takes it once and the last one frees it.
 """
 
+import math
+from numbers import Real
 from typing import Any, Callable, List, Optional, Sequence
 
 import numpy
 from spacy.tokens import Doc
+
+from ..errors import ElmoError
 
 # Any: spaCy's stub types doc.user_data as Dict[str, Any], though spaCy keys it by tuples too.
 KEY_LAYERS: Any = ("spacy_elmo", "layers")
@@ -24,11 +28,35 @@ STORE_CHOICES = ("all", "mix", "none")
 DTYPE_CHOICES = ("float32", "float16")
 
 
+def check_token_mix(token_mix: Optional[Sequence[float]]) -> None:
+    """Layer weights: finite non-negative numbers, not all 0 (None: the plain average)."""
+    if token_mix is None:
+        return
+    numbers = isinstance(token_mix, (list, tuple)) and all(
+        isinstance(w, Real) and not isinstance(w, bool) and math.isfinite(w) for w in token_mix
+    )
+    if not numbers or not any(w > 0 for w in token_mix) or any(w < 0 for w in token_mix):
+        raise ElmoError(f"elmo token_mix must be non-negative layer weights with a positive sum, got {token_mix!r}")
+
+
+def check_token_mix_length(token_mix: Optional[Sequence[float]], n_layers: int) -> None:
+    """One weight per layer of the biLM (known once its weights are)."""
+    if token_mix is not None and len(token_mix) != n_layers:
+        raise ElmoError(
+            f"elmo token_mix has {len(token_mix)} weights, but the biLM gives {n_layers} layers (the token "
+            f"layer and {n_layers - 1} LSTM layers): give {n_layers} weights, or null for the plain average"
+        )
+
+
 def token_mix_weights(token_mix: Optional[Sequence[float]], n_layers: int) -> List[float]:
-    """Normalised layer weights; None means the plain average."""
+    """Normalised layer weights; None means the plain average. Scaled by the largest first,
+    so weights whose sum overflows (1e308 + 1e308) still mix rather than all become 0."""
     if token_mix is None:
         return [1.0 / n_layers] * n_layers
-    return [float(w) / float(sum(token_mix)) for w in token_mix]
+    check_token_mix_length(token_mix, n_layers)
+    largest = max(float(w) for w in token_mix)
+    scaled = [float(w) / largest for w in token_mix]
+    return [w / sum(scaled) for w in scaled]
 
 
 def store_doc_layers(

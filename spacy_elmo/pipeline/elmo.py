@@ -35,6 +35,8 @@ from ..layers.bilm_model import (
 from ..layers.doc_data import (
     DTYPE_CHOICES,
     STORE_CHOICES,
+    check_token_mix,
+    check_token_mix_length,
     layers_reducer,
     store_doc_layers,
     store_doc_reduced,
@@ -155,8 +157,9 @@ class ElmoComponent(TrainablePipe):
             raise ElmoError(f"elmo store must be one of {STORE_CHOICES}, got {store!r}")
         if store_dtype not in DTYPE_CHOICES:
             raise ElmoError(f"elmo store_dtype must be one of {DTYPE_CHOICES}, got {store_dtype!r}")
-        if token_mix is not None and (not token_mix or any(w < 0 for w in token_mix) or sum(token_mix) <= 0):
-            raise ElmoError(f"elmo token_mix must be non-negative layer weights with a positive sum, got {token_mix!r}")
+        check_token_mix(token_mix)
+        if isinstance(cache_size_mb, bool) or not isinstance(cache_size_mb, (int, float)):
+            raise ElmoError(f"elmo cache_size_mb must be a number of megabytes (0: no cache), got {cache_size_mb!r}")
         check_weight_pairing(options_file, weight_file, bilm_dir)
         self.vocab = vocab
         self.model = model
@@ -254,6 +257,8 @@ class ElmoComponent(TrainablePipe):
         finally:
             self.cfg.update(settings)
             self.model.attrs.update(attrs)
+        if with_model:
+            self._check_token_mix()
 
     @property
     def trains_bilm(self) -> bool:
@@ -294,6 +299,11 @@ class ElmoComponent(TrainablePipe):
         set_bilm(self.model, bilm)
         for listener in self.listeners:
             set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"))
+        self._check_token_mix()
+
+    def _check_token_mix(self) -> None:
+        """token_mix's length, once the weights say how many layers there are."""
+        check_token_mix_length(self.cfg["token_mix"], self.model.get_dim("nL"))
 
     # -- the pipe API -------------------------------------------------------------
     def initialize(
