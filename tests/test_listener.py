@@ -508,3 +508,42 @@ def test_elmo_beside_the_encoders_output_under_a_pooled_textcat(weight_files, tm
     assert all(x.shape[1] == 8 + width for x in before[2]["textcat"])  # the encoder's 8 + ELMo's 2P
     nlp.to_disk(tmp_path / "pipeline")
     assert_same_predictions(predictions(spacy.load(tmp_path / "pipeline")), before)
+
+
+def two_elmo_nlp(tmp_path, weight_files, **elmo_config):
+    """Two elmo components of one width, 'elmo' (ner listens) and 'elmo2' (textcat listens)."""
+    options2, weights2 = tmp_path / "options2.json", tmp_path / "weights2.hdf5"
+    tiny_bilm(seed=42).to_files(options2, weights2)
+    nlp = make_nlp(weight_files, ner_listener=listener(upstream="elmo"), textcat_listener=listener(upstream="elmo2"))
+    nlp.get_pipe("elmo").cfg.update(elmo_config)
+    second = {"options_file": str(options2), "weight_file": str(weights2), **elmo_config}
+    nlp.add_pipe("elmo", name="elmo2", config=second, after="elmo")
+    return nlp
+
+
+@pytest.mark.parametrize("store,dtype", [("all", "float32"), ("all", "float16"), ("mix", "float32")])
+def test_a_listener_reads_its_own_upstreams_layers_when_two_elmo_components_run(weight_files, tmp_path, store, dtype):
+    """The second elmo component once replaced the first one's layers on the doc, and the
+    first one's listener read them: of the same width, nothing said so."""
+    nlp = two_elmo_nlp(tmp_path, weight_files, store=store, store_dtype=dtype)
+    train(nlp, steps=1)
+    elmo, elmo2 = nlp.get_pipe("elmo"), nlp.get_pipe("elmo2")
+    assert elmo.listening_components == ["ner"] and elmo2.listening_components == ["textcat"]
+    both = list(elmo2.pipe(elmo.pipe(nlp.make_doc(text) for text in TEST_TEXTS)))
+    alone = {
+        name: list(nlp.get_pipe(name).pipe(nlp.make_doc(text) for text in TEST_TEXTS)) for name in ("elmo", "elmo2")
+    }
+    assert {doc.user_data[("spacy_elmo", "source")] for doc in both} == {"elmo2"}  # who wrote the stored layers
+    for name, upstream in (("ner", "elmo"), ("textcat", "elmo2")):
+        tok2vec = nlp.get_pipe(name).model.get_ref("tok2vec")
+        for x, y in zip_equal(tok2vec.predict(both), tok2vec.predict(alone[upstream])):
+            assert numpy.abs(x).max() > 0
+            numpy.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+    assert ("spacy_elmo", "pending") not in both[0].user_data  # each listener took its own copy
+
+
+def test_a_listener_whose_upstream_is_no_elmo_component_says_so_and_names_them(weight_files):
+    nlp = make_nlp(weight_files, ner_listener=listener(upstream="elmo_typo"))
+    with pytest.raises(ElmoError, match=r"'ner' listens to upstream 'elmo_typo', .* elmo components: 'elmo'\)") as info:
+        nlp.initialize(lambda: examples(nlp))
+    assert "put the 'elmo' component" not in str(info.value) and "\n" not in str(info.value)

@@ -5,9 +5,13 @@ Kept in ``doc.user_data`` as plain arrays:
 * ``layers``: all ``(L+1, n, 2P)`` layers (store="all"), float32 or float16;
 * ``mix``: only the token mix ``(n, 2P)`` (store="mix");
 * ``token_mix``: the layer weights behind ``token._.elmo``;
-* ``pending``: a full-precision copy for downstream listeners when the stored
-  form is not (float16, mix only, or nothing stored); each listening
-  component takes it once and the last one frees it.
+* ``source``: the name of the elmo component that wrote the three above (with
+  two elmo components, the later one's are what the doc shows);
+* ``pending``: per elmo component that has listeners, ``[layers, reads left]``:
+  its full-precision layers for them when the stored form is not (float16, mix
+  only, or nothing stored; None: the stored float32 layers, which another elmo
+  component replacing them moves here). Each of its listeners takes them once
+  and the last one frees them, so a listener reads its own upstream's layers.
 """
 
 import math
@@ -24,6 +28,7 @@ KEY_LAYERS: Any = ("spacy_elmo", "layers")
 KEY_MIX: Any = ("spacy_elmo", "mix")
 KEY_TOKEN_MIX: Any = ("spacy_elmo", "token_mix")
 KEY_PENDING: Any = ("spacy_elmo", "pending")
+KEY_SOURCE: Any = ("spacy_elmo", "source")
 STORE_CHOICES = ("all", "mix", "none")
 DTYPE_CHOICES = ("float32", "float16")
 
@@ -63,25 +68,25 @@ def store_doc_layers(
     doc: Doc,
     layers,
     *,
+    source: str,
     store: str,
     dtype: str,
     token_mix: List[float],
     n_listeners: int,
 ) -> None:
-    """Annotate one doc with its ``(L+1, n, 2P)`` float32 layers. Unless they are stored as
-    they are, the doc holds them for ``n_listeners`` reads (``layers_for_listener``): one per
+    """Annotate one doc with the ``(L+1, n, 2P)`` float32 layers of the elmo component named
+    ``source``; the doc holds them for ``n_listeners`` reads (``layers_for_listener``): one per
     listener, and a component may have two (ELMo at its encoder's input and output)."""
-    for key in (KEY_LAYERS, KEY_MIX, KEY_PENDING):
-        doc.user_data.pop(key, None)
+    _clear_stored(doc, source)
     layers = _to_numpy(layers)
     if store == "all":
-        doc.user_data[KEY_LAYERS] = layers.astype(dtype, copy=False)
+        doc.user_data[KEY_LAYERS] = layers.astype(dtype, copy=False)  # float32: no copy
     elif store == "mix":
         doc.user_data[KEY_MIX] = token_mix_reducer(token_mix, dtype)(layers)
     doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
-    full_precision_stored = store == "all" and dtype == "float32"
-    if n_listeners and not full_precision_stored:
-        doc.user_data[KEY_PENDING] = [layers, n_listeners]
+    if n_listeners:
+        full_precision_stored = store == "all" and dtype == "float32"
+        doc.user_data.setdefault(KEY_PENDING, {})[source] = [None if full_precision_stored else layers, n_listeners]
 
 
 def token_mix_reducer(token_mix: List[float], dtype: str) -> Callable[[Any], numpy.ndarray]:
@@ -97,14 +102,20 @@ def layers_reducer(dtype: str) -> Callable[[Any], numpy.ndarray]:
 
 
 def store_doc_reduced(
-    doc: Doc, reduced: Optional[numpy.ndarray], *, store: str, dtype: str, token_mix: List[float], shape: Sequence[int]
+    doc: Doc,
+    reduced: Optional[numpy.ndarray],
+    *,
+    source: str,
+    store: str,
+    dtype: str,
+    token_mix: List[float],
+    shape: Sequence[int],
 ) -> None:
     """Annotate a doc as ``store_doc_layers`` does when no listener needs its float32 layers,
     from its pieces as the reducer left them, token-major (``layers_reducer``: store="all";
     ``token_mix_reducer``: store="mix"), or from nothing (store="none"). ``shape`` is one
     token's stored shape: ``(L+1, 2P)`` for "all", ``(2P,)`` for "mix"."""
-    for key in (KEY_LAYERS, KEY_MIX, KEY_PENDING):
-        doc.user_data.pop(key, None)
+    _clear_stored(doc, source)
     if store != "none":
         if reduced is None:  # an empty doc
             reduced = numpy.zeros((len(doc), *shape), dtype=dtype)
@@ -115,17 +126,40 @@ def store_doc_reduced(
     doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
 
 
-def layers_for_listener(doc: Doc):
-    """The layers a downstream listener should use, or None if the doc has none."""
-    stored = doc.user_data.get(KEY_LAYERS)
+def _clear_stored(doc: Doc, source: str) -> None:
+    """Make room for ``source``'s annotation: the stored form goes, and what ``source``
+    held for its listeners, but not what another elmo component holds for its own."""
     pending = doc.user_data.get(KEY_PENDING)
-    if pending is None:
-        return stored
-    layers, left = pending
+    if isinstance(pending, dict):
+        pending.pop(source, None)
+        previous = pending.get(doc.user_data.get(KEY_SOURCE))
+        if previous is not None and previous[0] is None:  # its listeners read the stored layers: keep them
+            previous[0] = doc.user_data.get(KEY_LAYERS)
+    if not isinstance(pending, dict) or not pending:  # (a list: a doc annotated before per-component reads)
+        doc.user_data.pop(KEY_PENDING, None)
+    doc.user_data.pop(KEY_LAYERS, None)
+    doc.user_data.pop(KEY_MIX, None)
+    doc.user_data[KEY_SOURCE] = source
+
+
+def layers_for_listener(doc: Doc, source: Optional[str] = None):
+    """The layers a listener of the elmo component ``source`` should use (None: of the one
+    that wrote the doc's stored layers), or None if the doc has none of that component's."""
+    stored_by = doc.user_data.get(KEY_SOURCE)
+    source = source or stored_by
+    pending = doc.user_data.get(KEY_PENDING) or {}
+    held = pending.get(source)
+    if held is None:  # every listener took its read, or a doc saved with its layers
+        return doc.user_data.get(KEY_LAYERS) if stored_by in (None, source) else None
+    layers, left = held
+    if layers is None:  # the stored float32 layers are the full-precision ones
+        layers = doc.user_data.get(KEY_LAYERS)
     if left <= 1:
-        del doc.user_data[KEY_PENDING]
+        del pending[source]
+        if not pending:
+            del doc.user_data[KEY_PENDING]
     else:
-        pending[1] = left - 1
+        held[1] = left - 1
     return layers
 
 

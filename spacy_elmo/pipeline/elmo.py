@@ -191,7 +191,7 @@ class ElmoComponent(TrainablePipe):
         self.listener_map.setdefault(component_name, [])
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
-        name_listener(listener, component_name)
+        name_listener(listener, component_name, self.name)
         if self.has_weights:
             set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"))
 
@@ -317,6 +317,8 @@ class ElmoComponent(TrainablePipe):
         else the component's own options_file/weight_file/bilm_dir, else the bundled
         default English biLM (``spacy_elmo/data/default_bilm``)."""
         validate_get_examples(get_examples, "ElmoComponent.initialize")
+        if nlp is not None:
+            check_upstream_names(nlp)
         self._refuse_inference_only_fine_tuning()
         if weights is not None:
             self._set_weights(weights())
@@ -370,7 +372,9 @@ class ElmoComponent(TrainablePipe):
         reducers = {"all": layers_reducer(dtype), "mix": token_mix_reducer(token_mix, dtype), "none": None}
         shapes = {"all": (n_layers, width), "mix": (width,), "none": ()}
         for doc, reduced in zip(docs, predict_reduced(self.model, docs, reducers[store])):
-            store_doc_reduced(doc, reduced, store=store, dtype=dtype, token_mix=token_mix, shape=shapes[store])
+            store_doc_reduced(
+                doc, reduced, source=self.name, store=store, dtype=dtype, token_mix=token_mix, shape=shapes[store]
+            )
 
     def set_annotations(self, docs: Sequence[Doc], layers: List[Floats3d]) -> None:
         token_mix = token_mix_weights(self.cfg["token_mix"], self.model.get_dim("nL"))
@@ -378,6 +382,7 @@ class ElmoComponent(TrainablePipe):
             store_doc_layers(
                 doc,
                 doc_layers,
+                source=self.name,
                 store=self.cfg["store"],
                 dtype=self.cfg["store_dtype"],
                 token_mix=token_mix,
@@ -432,6 +437,22 @@ class ElmoComponent(TrainablePipe):
 
     def add_label(self, label: str) -> int:
         raise NotImplementedError("the elmo component has no labels")
+
+
+def check_upstream_names(nlp: Language) -> None:
+    """A listener whose upstream names no elmo component meets none, and would be told to put
+    'elmo' before it though it is there: say the name is unknown, and name the elmo components."""
+    producers = [name for name, pipe in nlp.components if isinstance(pipe, ElmoComponent)]
+    for name, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        for node in model.walk() if isinstance(model, Model) else ():
+            upstream = node.attrs["upstream_name"] if is_listener(node) else "*"
+            if upstream not in ("*", *producers):
+                raise ElmoError(
+                    f"the ELMo listener of {name!r} listens to upstream {upstream!r}, but no elmo component "
+                    f"has that name (this pipeline's elmo components: {', '.join(map(repr, producers))}): set "
+                    'the listener\'s upstream to one of them, or to "*" for the elmo component before it'
+                )
 
 
 def _ignore_gradient(d_layers: Optional[List[Floats3d]]) -> None:
