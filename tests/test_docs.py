@@ -142,3 +142,15 @@ def test_the_speed_pages_figures_at_a_glance_are_those_of_its_full_record():
     figures = [f for cell in cells for f in re.findall(r"[+-]?\d+\.\d+(?:-\d+\.\d+)?x?", cell)]
     assert len(rows) == 7 and len(figures) >= 15
     assert [f for f in figures if f not in rest] == []
+
+
+def test_every_page_that_names_spacy_debug_config_says_it_needs_the_corpus_paths():
+    """Without --paths.train and --paths.dev, `spacy debug config` ends in spaCy's E913 traceback."""
+    named = []
+    for page in PAGES:
+        for paragraph in re.split(r"\n\s*\n", page.read_text(encoding="utf8")):
+            flat = " ".join(paragraph.split())
+            if "spacy debug config" in flat:
+                named.append(page.name)
+                assert "--paths.train" in flat and "--paths.dev" in flat, f"{page.name}: {flat[:300]}"
+    assert "README.md" in named
