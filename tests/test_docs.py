@@ -154,3 +154,19 @@ def test_every_page_that_names_spacy_debug_config_says_it_needs_the_corpus_paths
                 named.append(page.name)
                 assert "--paths.train" in flat and "--paths.dev" in flat, f"{page.name}: {flat[:300]}"
     assert "README.md" in named
+
+
+def test_the_pages_give_make_tests_minutes_and_demo_minutes_that_agree():
+    """`make test` prints dots for ~20 minutes: the front page says how long; the demo's
+    pretraining step (project.yml, docs/project.md) must fit in the whole demo's minutes."""
+    readme = (REPO / "README.md").read_text(encoding="utf8")
+    assert re.search(r"^make test .*: \d+ to \d+ minutes on 2 cores$", readme, re.MULTILINE)
+    low, high = map(
+        int, re.search(r"^make demo .* in (\d+) to (\d+) minutes on 2 cores$", readme, re.MULTILINE).groups()
+    )
+    project = srsly.read_yaml(REPO / "project.yml")
+    (step,) = [c["help"] for c in project["commands"] if c["name"] == "pretrain-demo"]
+    minutes = int(re.search(r"about (\d+) minutes at 1 thread", step).group(1))
+    assert minutes < low and f"whole demo's {low} to {high} minutes" in step
+    project_page = " ".join((REPO / "docs" / "project.md").read_text(encoding="utf8").split())
+    assert f"about {minutes} minutes at 1 thread" in project_page and f"demo's {low} to {high} minutes" in project_page
