@@ -170,3 +170,19 @@ def test_the_pages_give_make_tests_minutes_and_demo_minutes_that_agree():
     assert minutes < low and f"whole demo's {low} to {high} minutes" in step
     project_page = " ".join((REPO / "docs" / "project.md").read_text(encoding="utf8").split())
     assert f"about {minutes} minutes at 1 thread" in project_page and f"demo's {low} to {high} minutes" in project_page
+
+
+def test_the_speed_pages_measured_figures_table_holds_one_figure_per_cell():
+    """Its cells once held paragraphs (runs, ranges, dates, history): those belong in the log below it."""
+    speed = (REPO / "docs" / "speed.md").read_text(encoding="utf8")
+    section = speed.split("\n## Measured figures", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| what")]
+    assert len(rows) >= 20
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        assert len(cells) == 6, row
+        what, _command, figure, machine, target, met = cells
+        assert re.match(r"\**[+-]?\d", figure) and len(figure) <= 40, figure  # a figure, then a short note
+        assert len(machine) <= 25 and len(target) <= 30 and met in ("", "met", "missed"), row
+        assert len(what) <= 160 and not any(". " in cell or "; " in cell for cell in cells), row
+    assert "### The log: each figure's runs, ranges and history" in speed
