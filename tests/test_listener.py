@@ -547,3 +547,23 @@ def test_a_listener_whose_upstream_is_no_elmo_component_says_so_and_names_them(w
     with pytest.raises(ElmoError, match=r"'ner' listens to upstream 'elmo_typo', .* elmo components: 'elmo'\)") as info:
         nlp.initialize(lambda: examples(nlp))
     assert "put the 'elmo' component" not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_listener_of_any_upstream_reads_the_last_elmo_before_it_and_leaves_nothing_held(weight_files, tmp_path):
+    """upstream "*" with two elmo components: both link it, as spaCy's tok2vec does; it reads
+    the later one's layers (as in training, where the later one's are the last it receives),
+    and the earlier one holds none for it on the doc."""
+    nlp = two_elmo_nlp(tmp_path, weight_files, store="all", store_dtype="float16")
+    nlp.remove_pipe("textcat")
+    ner = nlp.get_pipe("ner")
+    ner_listener = nlp.get_pipe("elmo").listener_map["ner"][0]
+    ner_listener.attrs["upstream_name"] = "*"
+    nlp._link_components()
+    assert nlp.get_pipe("elmo2").listener_map["ner"] == [ner_listener]
+    train(nlp, steps=1)
+    doc = nlp(TEST_TEXTS[0])
+    assert ("spacy_elmo", "pending") not in doc.user_data
+    alone = list(nlp.get_pipe("elmo2").pipe([nlp.make_doc(TEST_TEXTS[0])]))
+    both = list(nlp.get_pipe("elmo2").pipe(nlp.get_pipe("elmo").pipe([nlp.make_doc(TEST_TEXTS[0])])))
+    tok2vec = ner.model.get_ref("tok2vec")
+    numpy.testing.assert_allclose(tok2vec.predict(both)[0], tok2vec.predict(alone)[0], rtol=1e-5, atol=1e-6)

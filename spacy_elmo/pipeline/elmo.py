@@ -386,8 +386,13 @@ class ElmoComponent(TrainablePipe):
                 store=self.cfg["store"],
                 dtype=self.cfg["store_dtype"],
                 token_mix=token_mix,
-                n_listeners=len(self.listeners),
+                n_listeners=self._readers(),
             )
+
+    def _readers(self) -> int:
+        """How many listeners read this component's layers from a doc: a "*" listener that
+        two elmo components link reads the later one's (name_listener), so the earlier holds none for it."""
+        return sum(1 for listener in self.listeners if listener.attrs.get("producer") == self.name)
 
     def update(
         self,
