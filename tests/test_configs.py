@@ -57,7 +57,15 @@ def corpus(tmp_path_factory):
 
 
 def spacy_train(config, train, corpus, output, *extra, steps=STEPS):
-    cmd = [
+    proc = subprocess.run(
+        train_command(config, train, corpus, output, *extra, steps=steps), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def train_command(config, train, corpus, output, *extra, steps=STEPS):
+    return [
         sys.executable,
         "-m",
         "spacy",
@@ -72,9 +80,6 @@ def spacy_train(config, train, corpus, output, *extra, steps=STEPS):
         *steps,
         *extra,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout
 
 
 ELMO_RUNS = [
@@ -199,6 +204,19 @@ def test_elmo_configs_use_the_bundled_biLM_without_weight_paths(corpus, tmp_path
     bundled = ElmoOptions.from_file(DEFAULT_BILM_DIR / "options.json")
     assert nlp("Alice liked the film .")._.elmo_layers.shape == (3, 5, bundled.output_dim)
     assert nlp.get_pipe("elmo").model.get_dim("nO") == bundled.output_dim == 512
+
+
+def test_spacy_train_with_elmo_options_and_no_weights_is_a_config_error_not_a_traceback(corpus, tmp_path):
+    """It once printed 60 lines of traceback before the one line that said what to do."""
+    cmd = train_command(
+        "ner_elmo_only.cfg", "ner.spacy", corpus, tmp_path, "--paths.elmo_options", str(corpus / "options.json")
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "Config validation error" in proc.stdout
+    assert "spacy-elmo.WeightsOrDefault.v1 -> weight_file\tnull, but options_file is set" in proc.stdout
+    assert "--paths.elmo_weights" in proc.stdout
 
 
 # The dev search's candidates (issue 30): fair pairs, configs/search/<task>_vectors[_elmo]_<kind>[_both].cfg.

@@ -258,7 +258,7 @@ def embed_command(
     ),
 ):
     """Embed a file of sentences with an ELMo biLM (like AllenNLP's `allennlp elmo`).
-    Under torchrun, the processes share the work (see `embed`'s module docs)."""
+    Under torchrun, the processes share the work. More: docs/embed.md (resuming, several processes, the output)."""
     try:
         torch_device, share = check_command(
             input_file, output_file, layers, batch_size, max_length, precision, device, stateful, overwrite
