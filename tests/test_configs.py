@@ -130,7 +130,9 @@ def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, co
     mix = nlp.get_pipe("elmo").listener_mix_weights()[component][0]
     assert mix["weights"] != pytest.approx([1 / 3] * 3, abs=1e-6)  # the mix trained
     doc = nlp("Alice liked the film .")
-    assert doc._.elmo_layers.shape == (3, 5, 16)
+    assert doc._.elmo_layers is None and ("spacy_elmo", "layers") not in doc.user_data  # annotations only
+    kept = spacy.load(tmp_path / "model-last", config={"components": {"elmo": {"store": "all"}}})
+    assert kept("Alice liked the film .")._.elmo_layers.shape == (3, 5, 16)  # the layers when asked for
     assert nlp.vocab.vectors.shape[0] > 0 if with_vectors else nlp.vocab.vectors.shape[0] == 0
 
 
@@ -186,7 +188,8 @@ def test_spacy_package_gives_the_same_vectors(corpus, tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     packaged = tmp_path / "pkg" / "en_elmo_test-0.0.1" / "en_elmo_test" / "en_elmo_test-0.0.1"
-    original, copy = spacy.load(trained), spacy.load(packaged)
+    keep = {"components": {"elmo": {"store": "all"}}}  # the configs store none: compare the layers
+    original, copy = spacy.load(trained, config=keep), spacy.load(packaged, config=keep)
     text = "Bob met the UN in Geneva ."
     a, b = original(text), copy(text)
     numpy.testing.assert_allclose(a._.elmo_layers, b._.elmo_layers, atol=1e-6, rtol=0)
