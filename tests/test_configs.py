@@ -203,7 +203,7 @@ def test_elmo_configs_use_the_bundled_biLM_without_weight_paths(corpus, tmp_path
     from spacy_elmo.loaders import DEFAULT_BILM_DIR
 
     spacy_train("ner_elmo_only.cfg", "ner.spacy", corpus, tmp_path)  # no --paths.elmo_*
-    nlp = spacy.load(tmp_path / "model-last")
+    nlp = spacy.load(tmp_path / "model-last", config={"components": {"elmo": {"store": "all"}}})
     bundled = ElmoOptions.from_file(DEFAULT_BILM_DIR / "options.json")
     assert nlp("Alice liked the film .")._.elmo_layers.shape == (3, 5, bundled.output_dim)
     assert nlp.get_pipe("elmo").model.get_dim("nO") == bundled.output_dim == 512

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ElmoError, ElmoWeightsError
+from ..io import arrays_sha256
 from .char_encoder import CharEncoder
 from .efml import EfmlFiles, EfmlNetwork, EfmlVocab, checked_vocab, read_efml_dir
 from .generation import TracksWeights, WeightsGeneration
@@ -158,6 +159,14 @@ class EfmlBiLM(ElmoBiLM):
             for k, layer in enumerate(layers):
                 encoder.update(efml_lstm_state(layer, f"{name}_layer_{k}"))
         return token_embedder, encoder
+
+    def content_sha256(self) -> str:
+        """sha256 of the network config, the vocabularies and both state dicts: what this
+        EFML biLM is (``embed`` resumes only a run of the same one)."""
+        token_embedder, encoder = self.efml_state()
+        arrays = {f"token_embedder/{k}": v.float().cpu().numpy() for k, v in token_embedder.items()}
+        arrays.update({f"encoder/{k}": v.float().cpu().numpy() for k, v in encoder.items()})
+        return arrays_sha256(arrays, self.saved_spec())
 
     def load_tf_arrays(self, arrays: Dict[str, numpy.ndarray]) -> None:
         raise ElmoError("an ELMoForManyLangs biLM has no bilm-tf weight layout (load it with ElmoBiLM.from_efml)")
