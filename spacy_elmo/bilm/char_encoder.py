@@ -14,8 +14,9 @@ from torch.nn import functional as F
 
 from .char_ids import N_CHARACTERS, PAD_CHAR
 from .generation import TracksWeights, WeightsGeneration
-from .kernels import PackedLinear, check_precision
+from .kernels import PackedLinear
 from .options import ElmoOptions
+from .precision import PRECISIONS
 
 # Tokens per chunk in the CNN: bounds the (tokens x positions x filters)
 # intermediate to a few tens of MB for the published sizes.
@@ -91,7 +92,7 @@ class CharEncoder(TracksWeights):
         return state
 
     def set_precision(self, precision: str) -> None:
-        check_precision(precision)
+        assert precision in PRECISIONS, precision  # checked where it was chosen (ElmoBiLM.set_precision)
         self.precision = precision
         self._kernels = None
 

@@ -22,28 +22,21 @@ Packed copies are opaque tensors: they are rebuilt (never pickled or copied)
 and only used without autograd.
 """
 
-import os
 import warnings
 from contextlib import contextmanager
-from typing import Iterator, Optional, Union
+from typing import Iterator, Optional
 
 import torch
 from torch import Tensor
 
 from ..errors import ElmoError
+from . import precision as policy
+from .precision import check_precision
 
-PRECISIONS = ("fp32", "int8", "bf16")
-# Set to 1 to run precision "bf16" where the device has no native bf16 (torch
-# emulates it, slower than fp32: for tests and trying it out).
-FORCE_BF16_ENV = "SPACY_ELMO_FORCE_BF16"
 # The batch size a packed layout is tuned for; any batch size works with it.
 PACK_BATCH_HINT = 64
 # False inside ``unpacked()``.
 _packing = True
-# int8 activations use 7 bits where the GEMM sums pairs of u8*s8 products in 16 bits
-# (AVX2's vpmaddubsw saturates at 2 * 255 * 127); with AVX-512 VNNI (vpdpbusd sums
-# into 32 bits) all 8 bits are safe and halve the activations' rounding error.
-INT8_REDUCE_RANGE = not (hasattr(torch.cpu, "_is_vnni_supported") and torch.cpu._is_vnni_supported())
 
 
 @contextmanager
@@ -66,67 +59,18 @@ def _mkl_available() -> bool:
     return torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
 
 
-def int8_available() -> bool:
-    """Whether this torch build has a CPU int8 GEMM engine (fbgemm, x86 or onednn)."""
-    engines = torch.backends.quantized.supported_engines
-    return hasattr(torch.ops.quantized, "linear_dynamic") and any(e in engines for e in ("x86", "fbgemm", "onednn"))
-
-
-def native_cpu_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX): where bf16 pays."""
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-
-
-# The first CUDA compute capability with bf16 tensor cores (Ampere): older GPUs (V100, T4)
-# run bf16 emulated, slower than fp32, though torch.cuda.is_bf16_supported() counts them.
-NATIVE_BF16_CUDA_CAPABILITY = (8, 0)
-
-
-def native_bf16(device: Union[str, torch.device]) -> bool:
-    """Whether ``device`` itself (not the current CUDA device) computes bf16 natively."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            return False
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        return tuple(torch.cuda.get_device_capability(index)) >= NATIVE_BF16_CUDA_CAPABILITY
-    return device.type == "cpu" and native_cpu_bf16()
-
-
-def bf16_forced() -> bool:
-    return os.environ.get(FORCE_BF16_ENV, "").strip() not in ("", "0")
-
-
-def check_precision(precision: str, what: str = "precision", device: Optional[Union[str, torch.device]] = None) -> None:
-    """``what`` names the setting in the message (``--precision``, ``elmo precision``).
-    With a ``device``: also refuse "int8" off the CPU and "bf16" where it is not native
-    (unless forced), before anything is loaded."""
-    if precision not in PRECISIONS:
-        raise ElmoError(f"{what} must be one of {PRECISIONS}, got {precision!r}")
-    if device is not None and precision == "int8" and torch.device(device).type != "cpu":
-        raise ElmoError(f"{what} 'int8' runs on the CPU only (its kernels are fbgemm/oneDNN), not on {device}")
-    if device is not None and precision == "bf16" and not native_bf16(device) and not bf16_forced():
-        on_cpu = torch.device(device).type == "cpu"
-        where = "this CPU has neither AVX512-BF16 nor AMX" if on_cpu else f"{device} has no bf16 support"
-        raise ElmoError(
-            f"{what} 'bf16' needs native bf16 and {where} (torch would emulate it, slower than "
-            f"fp32): use 'fp32' or 'int8', or set {FORCE_BF16_ENV}=1 to run it emulated anyway"
-        )
-
-
 class PackedLinear:
     """``x (B, in) -> x @ weight + bias (+ add)``, fp32, int8 or bf16, packed at construction."""
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor] = None, precision: str = "fp32", packed: bool = True):
-        check_precision(precision)
+        check_precision(precision)  # the name only: where it may run, its caller decided
         weight = weight.detach()
         self.bias = bias.detach().contiguous() if bias is not None else None
         self.precision = precision
         transposed = weight.t().contiguous()  # (out, in), as linear() wants
         on_cpu_fp32 = weight.device.type == "cpu" and weight.dtype == torch.float32
         if precision == "int8":
-            if not on_cpu_fp32 or not int8_available():
-                raise ElmoError("precision 'int8' needs fp32 weights on the CPU and a torch build with fbgemm/onednn")
+            assert on_cpu_fp32, "int8 runs fp32 weights on the CPU (precision.check_precision)"
             self.kind, self.packed = "int8", _quantize_per_channel(transposed, self.bias)
         elif precision == "bf16":
             self._init_bf16(transposed.to(torch.bfloat16), packed and _packing)
@@ -148,7 +92,7 @@ class PackedLinear:
             # falls back to an unpacked linear().
             out = torch.ops.mkl._mkl_linear(inputs, self.packed, self.transposed, self.bias, inputs.shape[0])
         elif self.kind == "int8":
-            out = torch.ops.quantized.linear_dynamic(inputs, self.packed, INT8_REDUCE_RANGE)
+            out = torch.ops.quantized.linear_dynamic(inputs, self.packed, policy.int8_reduce_range())
         elif self.kind.startswith("bf16"):
             return self._bf16_call(inputs, add)
         else:
@@ -158,7 +102,7 @@ class PackedLinear:
     def _init_bf16(self, transposed: Tensor, packed: bool) -> None:
         """oneDNN's packed bf16 layout where the CPU has native bf16 (the only place its
         bf16 kernels run), else a plain bf16 matrix for torch.mm (emulated on such CPUs)."""
-        if packed and transposed.device.type == "cpu" and native_cpu_bf16() and _onednn_available():
+        if packed and transposed.device.type == "cpu" and policy.native_cpu_bf16() and _onednn_available():
             try:
                 self.kind = "bf16-onednn"
                 self.packed = torch.ops.mkldnn._reorder_linear_weight(transposed, PACK_BATCH_HINT)

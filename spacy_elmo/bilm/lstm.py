@@ -18,8 +18,9 @@ import torch
 from torch import Tensor, nn
 
 from .generation import TracksWeights, WeightsGeneration
-from .kernels import PackedLinear, check_precision
+from .kernels import PackedLinear
 from .options import ElmoOptions
+from .precision import PRECISIONS
 
 State = Tuple[Tensor, Tensor]  # (h (B, P), c (B, C))
 # Inference computes the input-to-gate products a chunk of steps at a time:
@@ -147,7 +148,7 @@ class ProjectedLstm(TracksWeights):
     def set_precision(self, precision: str) -> None:
         """``"fp32"`` (exact), ``"int8"`` (quantized copies of the weights) or ``"bf16"``
         (bfloat16 copies; the cell state and outputs stay fp32), the last two inference only."""
-        check_precision(precision)
+        assert precision in PRECISIONS, precision  # checked where it was chosen (ElmoBiLM.set_precision)
         self.precision = precision
         self._kernels = None
 

@@ -12,9 +12,9 @@ from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
 from .generation import WeightsGeneration, mark_weights_changed
-from .kernels import check_precision, int8_available
 from .lstm import BiLstm, ProjectedLstm, State
 from .options import ElmoOptions
+from .precision import check_precision
 from .threads import make_forks_safe
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
 from .weights import check_model_size, lstm_prefix, read_weights, write_weights
@@ -112,12 +112,7 @@ class ElmoBiLM(nn.Module):
         weights (fp32 sums; the LSTM cell state, activations and outputs stay fp32),
         without gradients, where the device has native bf16 (else refused unless
         ``SPACY_ELMO_FORCE_BF16=1``). The fp32 weights stay: saving and switching back are exact."""
-        check_precision(precision, device=self.device)
-        if precision == "int8":
-            if self.device.type != "cpu":
-                raise ElmoError(f"precision 'int8' runs on the CPU only (this biLM is on {self.device})")
-            if not int8_available():
-                raise ElmoError("precision 'int8' needs a torch build with the fbgemm/x86/onednn quantized engine")
+        check_precision(precision, device=self.device)  # decided here: the modules trust it
         self.char_encoder.set_precision(precision)
         for stack in self._lstm_stacks():
             for layer in stack:
