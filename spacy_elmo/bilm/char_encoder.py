@@ -14,7 +14,7 @@ from torch.nn import functional as F
 
 from .char_ids import N_CHARACTERS, PAD_CHAR
 from .generation import TracksWeights, WeightsGeneration
-from .kernels import PackedLinear
+from .kernels import packed_linear
 from .options import ElmoOptions
 from .precision import PRECISIONS
 
@@ -123,7 +123,7 @@ class CharEncoder(TracksWeights):
             return InferenceWeights(self.char_embed, list(self.conv_weights), exact)
         key = self.weights_key()
         if self._kernels is None or self._kernels[0] != key:
-            dense = [PackedLinear(weight, bias, self.precision) for weight, bias in pairs]
+            dense = [packed_linear(weight, bias, self.precision) for weight, bias in pairs]
             if self.precision == "bf16":
                 weights = InferenceWeights(
                     self.char_embed.detach().bfloat16(), [w.detach().bfloat16() for w in self.conv_weights], dense

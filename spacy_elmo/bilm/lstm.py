@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from .generation import TracksWeights, WeightsGeneration
-from .kernels import PackedLinear
+from .kernels import LinearKernel, packed_linear
 from .options import ElmoOptions
 from .precision import PRECISIONS
 
@@ -74,7 +74,7 @@ class ProjectedLstm(TracksWeights):
         offset[cell_dim : 2 * cell_dim] = FORGET_BIAS
         self.register_buffer("forget_offset", offset, persistent=False)
         self.precision = "fp32"
-        self._kernels: Optional[Tuple[tuple, Tuple[PackedLinear, PackedLinear, PackedLinear]]] = None
+        self._kernels: Optional[Tuple[tuple, Tuple[LinearKernel, LinearKernel, LinearKernel]]] = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -152,13 +152,13 @@ class ProjectedLstm(TracksWeights):
         self.precision = precision
         self._kernels = None
 
-    def _inference_kernels(self) -> Tuple[PackedLinear, PackedLinear, PackedLinear]:
+    def _inference_kernels(self) -> Tuple[LinearKernel, LinearKernel, LinearKernel]:
         """Packed input, recurrent and projection matmuls, rebuilt when the weights change."""
         key = (self.precision, self.use_packed_weights, self.generation.value)
         if self._kernels is None or self._kernels[0] != key:
 
-            def pack(weight: Tensor, bias: Optional[Tensor] = None) -> PackedLinear:
-                return PackedLinear(weight, bias, self.precision, packed=self.use_packed_weights)
+            def pack(weight: Tensor, bias: Optional[Tensor] = None) -> LinearKernel:
+                return packed_linear(weight, bias, self.precision, packed=self.use_packed_weights)
 
             kernels = (
                 pack(self.input_weight, self.bias + self.forget_offset),
@@ -291,8 +291,8 @@ class _FusedLstmSequence(torch.autograd.Function):
         tanh_cells = torch.empty(n_steps, batch_size, C, **state)
         cells[0] = c0
         hiddens[0] = h0
-        state_mm = PackedLinear(state_weight, bias, precision)
-        proj_mm = PackedLinear(proj_weight, precision=precision)
+        state_mm = packed_linear(state_weight, bias, precision)
+        proj_mm = packed_linear(proj_weight, precision=precision)
         acts: Union[_Bf16Gates, _Fp32Gates]
         acts = _Bf16Gates(input_gates, bias, state_mm) if bf16 else _Fp32Gates(input_gates, state_mm)
         mixed_fp32 = torch.empty(batch_size, C, **state) if bf16 else None
@@ -336,8 +336,8 @@ class _FusedLstmSequence(torch.autograd.Function):
         grad_proj_in = grad_outputs.new_empty(n_steps, batch_size, hiddens.shape[-1])
         grad_h = grad_outputs.new_zeros(batch_size, hiddens.shape[-1])
         grad_c = cells.new_zeros(batch_size, C)
-        proj_t_mm = PackedLinear(proj_weight.t(), precision=precision)
-        state_t_mm = PackedLinear(state_weight.t(), precision=precision)
+        proj_t_mm = packed_linear(proj_weight.t(), precision=precision)
+        state_t_mm = packed_linear(state_weight.t(), precision=precision)
         # Masks as floats once, not a bool-to-float promotion on every step.
         proj_kept = proj_kept.to(grad_outputs.dtype) if proj_kept is not None else None
         cell_kept = cell_kept.to(cells.dtype) if cell_kept is not None else None
@@ -376,7 +376,7 @@ class _FusedLstmSequence(torch.autograd.Function):
 class _Fp32Gates:
     """Each step's gates, fp32: the recurrent GEMM with the bias and the input part fused in."""
 
-    def __init__(self, input_gates: Tensor, state_mm: PackedLinear):
+    def __init__(self, input_gates: Tensor, state_mm: LinearKernel):
         self.input_gates, self.state_mm = input_gates, state_mm
         self.kept: List[Tensor] = []
 
@@ -391,7 +391,7 @@ class _Bf16Gates:
     product widened into buffers (one fp32 tensor for all steps, one reused), then the bias:
     (input + product) + bias, the sums a mixed-dtype add makes, without its copies."""
 
-    def __init__(self, input_gates: Tensor, bias: Tensor, state_mm: PackedLinear):
+    def __init__(self, input_gates: Tensor, bias: Tensor, state_mm: LinearKernel):
         self.input_gates, self.bias, self.state_mm = input_gates, bias, state_mm
         self.kept = torch.empty(input_gates.shape, dtype=torch.float32, device=input_gates.device)
         self.widened = torch.empty(input_gates.shape[1:], dtype=torch.float32, device=input_gates.device)
