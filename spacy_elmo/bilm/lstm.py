@@ -116,34 +116,41 @@ class ProjectedLstm(TracksWeights):
             state = self.zero_state(batch_size, inputs)
         if not (torch.is_grad_enabled() and (inputs.requires_grad or any(p.requires_grad for p in self.parameters()))):
             return self._run_inplace(inputs, state, lengths)
-        # The input-to-gate matmul for all steps at once, outside the loop.
-        flat_inputs = inputs.reshape(n_steps * batch_size, -1)
+        return self._run_fused(inputs, state, lengths)
+
+    def _run_fused(self, inputs: Tensor, state: State, lengths: Optional[Tensor]) -> Tuple[Tensor, Optional[State]]:
+        """Training: the whole sequence in one autograd node (hand-written BPTT), fp32, or
+        with bf16 GEMM operands under bf16 autocast (the gates, cell state and gradients
+        stay fp32) instead of autocast casting ~15 small ops per step. Under another
+        autocast dtype (fp16) it runs fp32. With ``lengths`` the node also returns each
+        row's final state, without gradient (callers carry it detached)."""
+        n_steps, batch_size, _ = inputs.shape
+        device_type = inputs.device.type
+        autocast_dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+        precision = "bf16" if autocast_dtype == torch.bfloat16 else "fp32"
+        # The bias goes into each step's GEMM in the node: addmm would spend a pass over
+        # all steps' gates broadcasting it.
         bias = self.bias + self.forget_offset
-        precision = _fused_matmul_precision(inputs.device.type)
-        if lengths is None and precision is not None:
-            # Training: the whole sequence in one autograd node (hand-written BPTT). The
-            # bias goes into each step's GEMM there: addmm would spend a pass over all
-            # steps' gates broadcasting it. Under bf16 autocast the node's GEMMs take bf16
-            # operands and the gates, cell state and gradients stay fp32, instead of
-            # autocast casting ~15 small ops per step.
-            with torch.autocast(inputs.device.type, enabled=False):
-                input_gates = _gemm(flat_inputs, self.input_weight, precision).view(n_steps, batch_size, -1)
-                outputs = _FusedLstmSequence.apply(
-                    input_gates,
-                    state[0].float(),
-                    state[1].float(),
-                    bias,
-                    self.state_weight,
-                    self.proj_weight,
-                    self.cell_clip,
-                    self.proj_clip,
-                    precision,
-                )
-            # bf16 out, as autocast's matmuls return it: every layer after the LSTM (the
-            # LM heads, torch's adaptive softmax among them) sees the dtypes it expects.
-            return (outputs.to(torch.bfloat16) if precision == "bf16" else outputs), None
-        input_gates = torch.addmm(bias, flat_inputs, self.input_weight).view(n_steps, batch_size, -1)
-        return self._run_autograd(input_gates, state, lengths)
+        last = (lengths - 1).clamp(min=0).to(inputs.device) if lengths is not None else None
+        with torch.autocast(device_type, enabled=False):
+            flat_inputs = inputs.reshape(n_steps * batch_size, -1)
+            input_gates = _gemm(flat_inputs, self.input_weight, precision).view(n_steps, batch_size, -1)
+            results = _FusedLstmSequence.apply(
+                input_gates,
+                state[0].float(),
+                state[1].float(),
+                bias,
+                self.state_weight,
+                self.proj_weight,
+                self.cell_clip,
+                self.proj_clip,
+                precision,
+                last,
+            )
+        outputs, final = (results[0], (results[1], results[2])) if last is not None else (results, None)
+        # In autocast's dtype, as its matmuls return it: every layer after the LSTM (the
+        # LM heads, torch's adaptive softmax among them) sees the dtypes it expects.
+        return (outputs.to(autocast_dtype) if autocast_dtype is not None else outputs), final
 
     def set_precision(self, precision: str) -> None:
         """``"fp32"`` (exact), ``"int8"`` (quantized copies of the weights) or ``"bf16"``
@@ -199,39 +206,13 @@ class ProjectedLstm(TracksWeights):
                     final_c[ends[t]] = c[ends[t]]
         return outputs, self._final_state(outputs, final_c, lengths)
 
-    def _run_autograd(self, input_gates: Tensor, state: State, lengths: Optional[Tensor]):
-        n_steps = input_gates.shape[0]
-        C = self.cell_dim
-        h, c = state
-        outputs: List[Tensor] = []
-        cells: List[Tensor] = []
-        for t in range(n_steps):
-            gates = torch.addmm(input_gates[t], h, self.state_weight)
-            sig = torch.sigmoid(gates[:, : 3 * C])
-            candidate = torch.tanh(gates[:, 3 * C :])
-            c = torch.addcmul(sig[:, C : 2 * C] * c, sig[:, :C], candidate)
-            if self.cell_clip:
-                c = c.clamp(-self.cell_clip, self.cell_clip)
-            h = torch.mm(sig[:, 2 * C :] * torch.tanh(c), self.proj_weight)
-            if self.proj_clip:
-                h = h.clamp(-self.proj_clip, self.proj_clip)
-            outputs.append(h)
-            if lengths is not None:
-                cells.append(c)
-        stacked = torch.stack(outputs)
-        final_c = torch.stack(cells) if lengths is not None else None
-        return stacked, self._final_state(stacked, final_c, lengths, per_step_cells=True)
-
     @staticmethod
-    def _final_state(outputs: Tensor, cells: Optional[Tensor], lengths: Optional[Tensor], per_step_cells: bool = False):
+    def _final_state(outputs: Tensor, final_c: Optional[Tensor], lengths: Optional[Tensor]) -> Optional[State]:
         if lengths is None:
             return None
+        assert final_c is not None  # kept whenever lengths are given
         rows = torch.arange(outputs.shape[1], device=outputs.device)
-        last = (lengths - 1).clamp(min=0).to(outputs.device)
-        h = outputs[last, rows]
-        assert cells is not None  # both callers give cells whenever they give lengths
-        c = cells[last, rows] if per_step_cells else cells
-        return h, c
+        return outputs[(lengths - 1).clamp(min=0).to(outputs.device), rows], final_c
 
     # -- bilm-tf weight layout ------------------------------------------
     def load_tf_arrays(self, kernel: numpy.ndarray, bias: numpy.ndarray, projection: numpy.ndarray) -> None:
@@ -264,7 +245,7 @@ class _FusedLstmSequence(torch.autograd.Function):
     (BPTT), the weight gradients are two GEMMs over all steps, and each step's
     activations are kept (the gates as the step's GEMM returned them, with the
     bias and the input part fused into it: no copy). Same maths as
-    ``ProjectedLstm._run_autograd`` (the tests compare the two).
+    the plain autograd step loop (tests/lstm_reference.py: the tests compare the two).
 
     With bf16 GEMM operands every bf16 value is widened to fp32 once, into a
     buffer of the node's (a mixed-dtype op would allocate and fill a widened
@@ -274,10 +255,11 @@ class _FusedLstmSequence(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, input_gates, h0, c0, bias, state_weight, proj_weight, cell_clip, proj_clip, precision):
+    def forward(ctx, input_gates, h0, c0, bias, state_weight, proj_weight, cell_clip, proj_clip, precision, last):
         """``input_gates (T, B, 4C)``: the inputs' part of the gates, without ``bias (4C,)``, fp32
         (``precision`` "fp32") or as the bf16 GEMM returned it ("bf16": bf16 GEMM operands;
-        the gates, cell state and outputs are fp32 either way)."""
+        the gates, cell state and outputs are fp32 either way). ``last (B,)`` (or None): each
+        row's last real step, whose ``(h, c)`` are returned too, without gradient."""
         n_steps, batch_size, four_c = input_gates.shape
         C = four_c // 4
         P = proj_weight.shape[1]
@@ -321,10 +303,15 @@ class _FusedLstmSequence(torch.autograd.Function):
         # Intermediates may live on ctx; inputs and outputs must be saved.
         ctx.acts, ctx.precision = acts.kept, precision
         ctx.save_for_backward(cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight)
-        return hiddens[1:].clone()
+        if last is None:
+            return hiddens[1:].clone()
+        rows = torch.arange(batch_size, device=last.device)
+        final_h, final_c = hiddens[last + 1, rows], cells[last + 1, rows]
+        ctx.mark_non_differentiable(final_h, final_c)
+        return hiddens[1:].clone(), final_h, final_c
 
     @staticmethod
-    def backward(ctx, grad_outputs):
+    def backward(ctx, grad_outputs, *_final_state_grads):
         cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight = ctx.saved_tensors
         acts = ctx.acts
         n_steps, batch_size, C = len(acts), grad_outputs.shape[1], cells.shape[-1]
@@ -370,7 +357,7 @@ class _FusedLstmSequence(torch.autograd.Function):
             mixed.view(n_steps * batch_size, C).t(), grad_proj_in.view(n_steps * batch_size, -1), precision
         )
         grad_bias = grad_gates.view(n_steps * batch_size, 4 * C).sum(0)
-        return gemm_grad_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None, None
+        return gemm_grad_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None, None, None
 
 
 class _Fp32Gates:
@@ -400,14 +387,6 @@ class _Bf16Gates:
         gates = self.kept[t].copy_(self.input_gates[t])
         gates.add_(self.widened.copy_(self.state_mm.bf16_product(h)))
         return gates.add_(self.bias)
-
-
-def _fused_matmul_precision(device_type: str) -> Optional[str]:
-    """The fused training node's GEMM precision: "fp32", or "bf16" under bf16 autocast;
-    None under another autocast dtype (the step-by-step path, cast op by op)."""
-    if not torch.is_autocast_enabled(device_type):
-        return "fp32"
-    return "bf16" if torch.get_autocast_dtype(device_type) == torch.bfloat16 else None
 
 
 def _gemm(a: Tensor, b: Tensor, precision: str) -> Tensor:
