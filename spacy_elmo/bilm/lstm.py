@@ -21,6 +21,7 @@ from .generation import TracksWeights, WeightsGeneration
 from .kernels import LinearKernel, packed_linear
 from .options import ElmoOptions
 from .precision import PRECISIONS
+from .weights import host_array
 
 State = Tuple[Tensor, Tensor]  # (h (B, P), c (B, C))
 # Inference computes the input-to-gate products a chunk of steps at a time:
@@ -88,13 +89,6 @@ class ProjectedLstm(TracksWeights):
             bound = (6.0 / (self.cell_dim + self.proj_dim)) ** 0.5
             nn.init.uniform_(self.proj_weight, -bound, bound)
         self.generation.bump()
-
-    def __getstate__(self):
-        # The packed copies are a derived cache (and opaque oneDNN/MKL tensors
-        # that cannot be copied or pickled): copies rebuild them on first use.
-        state = self.__dict__.copy()
-        state["_kernels"] = None
-        return state
 
     def zero_state(self, batch_size: int, like: Tensor) -> State:
         return (
@@ -226,14 +220,13 @@ class ProjectedLstm(TracksWeights):
         self.generation.bump()
 
     def tf_arrays(self) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
-        def arr(t: Tensor) -> numpy.ndarray:
-            return t.detach().float().cpu().numpy()
-
-        kernel = numpy.concatenate([arr(self.input_weight), arr(self.state_weight)], axis=0)
+        kernel = numpy.concatenate(
+            [host_array(self.input_weight, copy=False), host_array(self.state_weight, copy=False)]
+        )
         return (
             _permute_gate_blocks(kernel, _INTERNAL_TO_FILE),
-            _permute_gate_blocks(arr(self.bias), _INTERNAL_TO_FILE),
-            arr(self.proj_weight).copy(),
+            _permute_gate_blocks(host_array(self.bias, copy=False), _INTERNAL_TO_FILE),
+            host_array(self.proj_weight),
         )
 
 

@@ -29,8 +29,6 @@ WEIGHTS_NAME = "weights.hdf5"
 # matmuls, small enough to bound memory on long inputs.
 MAX_BATCH_POSITIONS = 4096
 MAX_BATCH_ROWS = 128
-# Forked worker processes (nlp.pipe(n_process=N)) run torch on one thread: never a hang.
-make_forks_safe()
 
 
 def check_bilm_dir(path: Path, what: str = "biLM directory") -> None:
@@ -59,6 +57,8 @@ class ElmoBiLM(nn.Module):
 
     def __init__(self, options: ElmoOptions, type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE):
         check_model_size(options)  # before allocating
+        # Forked worker processes (nlp.pipe(n_process=N)) run torch on one thread: never a hang.
+        make_forks_safe()
         super().__init__()
         self.options = options
         # One generation for all the weights: every inference cache is keyed on it (generation.py).

@@ -230,13 +230,13 @@ class ElmoOptions:
         try:
             text = path.read_text(encoding="utf8")
         except UnicodeDecodeError as err:
-            raise ElmoOptionsError(f"{path}: options file is not UTF-8 text ({err})") from None
+            raise ElmoOptionsError(f"{path}: options file is not UTF-8 text ({err})") from err
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
             raise ElmoOptionsError(
                 f"{path}: options file is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
-            ) from None
+            ) from err
         return cls.from_dict(data, source=str(path))
 
     def to_file(self, path: Union[str, Path]) -> None:
