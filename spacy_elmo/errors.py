@@ -34,6 +34,10 @@ class ElmoNoWeightsError(ElmoError):
     """The biLM has no weights yet."""
 
 
+class ElmoLockedError(ElmoError):
+    """An output that another run is writing (it holds the output's lock file)."""
+
+
 class EmbedInputError(ElmoError):
     """The input text of ``embed`` cannot be read as asked."""
 
@@ -48,3 +52,7 @@ class PretrainDataError(ElmoError):
 
 class ElmoSavedPipelineError(ElmoError):
     """A saved pipeline's component file that is damaged (its cfg, or settings in its model)."""
+
+
+class PretrainDivergedError(ElmoError):
+    """Pretraining whose loss or weights stopped being finite: stopped, the last good checkpoint kept."""

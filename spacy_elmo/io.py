@@ -1,25 +1,50 @@
-"""File helpers shared by the library: atomic writes, UTF-8 lines, sha256, JSONL."""
+"""File helpers shared by the library: atomic writes, locks, UTF-8 lines, sha256, JSONL."""
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import socket
+import stat
+import sys
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Type, Union
 
-from .errors import ElmoError, ElmoFileNotFoundError
+from .errors import ElmoError, ElmoFileNotFoundError, ElmoLockedError
 
 _BLOCK = 1 << 20
 
 
+def special_file_kind(path: Path) -> Optional[str]:
+    """What ``path`` is when it exists but is neither a regular file nor a directory
+    (``/dev/null``, a named pipe...): a file reader would hang or read nothing."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    kinds = (
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISFIFO, "FIFO (named pipe)"),
+        (stat.S_ISSOCK, "socket"),
+    )
+    return next((kind for test, kind in kinds if test(mode)), None)
+
+
 def require_file(path: Union[str, Path], what: str, hint: str = "") -> Path:
     """``path`` as a Path if it is a file; else an error that says whether it is
-    missing or a directory (``hint``: what to give instead of a directory)."""
+    missing, a directory (``hint``: what to give instead of a directory) or a device
+    or pipe."""
     path = Path(path)
     if path.is_dir():
         raise ElmoFileNotFoundError(f"{what} {path} is a directory, not a file{hint}")
+    kind = special_file_kind(path)
+    if kind:
+        raise ElmoError(f"{what} {path} is a {kind}, not a regular file: give the file itself")
     if not path.is_file():
         raise ElmoFileNotFoundError(f"{what} not found: {path}")
     return path
@@ -42,6 +67,17 @@ def require_writable_path(path: Union[str, Path], what: str) -> Path:
     return path
 
 
+def same_file(a: Union[str, Path], b: Union[str, Path]) -> bool:
+    """Whether two paths name one file: the same path once resolved (symlinks, ``..``),
+    or the same inode (hard links)."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either is missing: only the resolved paths could have told
+        return False
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yields a temporary path to write; on success it replaces ``path``, so a
@@ -57,6 +93,14 @@ def atomic_path(path: Path) -> Iterator[Path]:
     except OSError as err:
         if err.filename is None:  # a write through a file object names no file: name the one meant
             err.filename = str(path)
+        if not is_disk_full(err) and filled_the_disk(tmp):
+            raise disk_full_error(path) from err
+        raise
+    except RuntimeError as err:
+        # torch.save on a full disk: "enforce fail at inline_container.cc ... unexpected pos"; h5py's
+        # close: RuntimeError. Neither says why: the file system the write just filled does.
+        if filled_the_disk(tmp):
+            raise disk_full_error(path) from err
         raise
     finally:
         if tmp.exists():
@@ -82,9 +126,121 @@ def atomic_dir(path: Path) -> Iterator[Path]:
             shutil.rmtree(tmp)
 
 
+def lock_path(path: Path) -> Path:
+    """The lock file beside ``path`` that ``exclusive_lock`` takes."""
+    return path.with_name(path.name + ".lock")
+
+
+@contextmanager
+def exclusive_lock(path: Union[str, Path], what: str, lock: Optional[Path] = None) -> Iterator[None]:
+    """Hold ``PATH.lock`` (or ``lock``, e.g. a file inside an output directory) while the
+    block runs, or fail at once with an error naming ``what`` and the run that holds it.
+    A lock of our own (``flock``), so it works where HDF5's own locking is off
+    (``HDF5_USE_FILE_LOCKING=FALSE`` on NFS/Lustre); the kernel drops it when its process
+    dies, so a killed run leaves no stale lock."""
+    path = Path(path)
+    lock = lock if lock is not None else lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = _locked_fd(lock, path, what)
+    try:
+        if fd is not None:
+            _note_holder(fd)
+        yield
+    finally:
+        if fd is not None:
+            lock.unlink(missing_ok=True)  # while still held: a waiting run then sees the file is gone
+            os.close(fd)
+
+
+def _locked_fd(lock: Path, path: Path, what: str) -> Optional[int]:
+    """An open, locked descriptor of ``lock`` (None where the file system has no locks)."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                raise ElmoLockedError(
+                    f"{what} {path} is being written by another run ({_holder(lock)}, lock file {lock}): "
+                    "wait for it to finish, or give another output"
+                ) from err
+            message = f"cannot lock {lock} ({err.strerror or err}): make sure no other run writes {path}"
+            warnings.warn(message, stacklevel=4)  # the caller of exclusive_lock
+            return None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # the holder removed it as we opened it: lock the file that is there now
+
+
+def _note_holder(fd: int) -> None:
+    """Who holds the lock, for the error another run shows (best effort: a full disk
+    leaves the file empty, and the lock still holds)."""
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode("utf8"))
+    except OSError:
+        pass
+
+
+def _holder(lock: Path) -> str:
+    try:
+        return lock.read_text(encoding="utf8").strip() or "its pid not recorded yet"
+    except (OSError, UnicodeDecodeError):
+        return "another process"
+
+
+# What h5py raises reading a damaged file: OSError, and for damaged metadata also
+# RuntimeError ("Object visitation failed"), KeyError ("Unable to synchronously open
+# object"), ValueError, TypeError. Caught only around reads of a file (and after our
+# own errors, which are ValueErrors).
+HDF5_READ_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError)
+
+
+def one_line_reason(err: BaseException) -> str:
+    """The first line of an exception's message (its type where it has none)."""
+    text = str(err).strip().strip("'\"").strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def is_disk_full(err: BaseException) -> bool:
     """Whether ``err`` is the file system's "no space left" (or quota exceeded)."""
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+# Free bytes below which a failed write counts as having filled the disk.
+FULL_DISK_BYTES = 1 << 20
+
+
+def filled_the_disk(tmp: Path) -> bool:
+    """Whether a write to ``tmp`` that failed left its file system (nearly) full."""
+    try:
+        return tmp.exists() and shutil.disk_usage(tmp.parent).free < FULL_DISK_BYTES
+    except OSError:
+        return False
+
+
+FREE_SPACE_PREFIX = "No space left on device"
+
+
+def disk_full_error(path: Union[str, Path], strerror: str = FREE_SPACE_PREFIX) -> OSError:
+    return OSError(errno.ENOSPC, strerror, str(path))
+
+
+def require_free_space(path: Union[str, Path], needed: int) -> None:
+    """An ENOSPC error naming ``path`` where its file system has less than ``needed`` bytes
+    free: checked before a write, since torch's and h5py's writers fail on a full disk with
+    errors that do not say so, and h5py may crash."""
+    needed += FULL_DISK_BYTES  # what a write that fills the disk would leave
+    free = shutil.disk_usage(Path(path).parent).free
+    if free < needed:
+        raise disk_full_error(
+            path, f"{FREE_SPACE_PREFIX}: {free / 2**20:.1f} MiB free, about {needed / 2**20:.1f} MiB needed"
+        )
 
 
 def write_json_atomic(path: Path, data: Any, indent: Optional[int] = None) -> None:
@@ -128,12 +284,46 @@ def arrays_sha256(arrays: Dict[str, Any], header: Any = None) -> str:
     return digest.hexdigest()
 
 
+# Deeper JSON is a damaged or hostile file (our files nest 3 levels): deeper than
+# the interpreter's recursion limit, decoding or copying it raises RecursionError.
+MAX_JSON_DEPTH = 100
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads`` whose every failure is a ``ValueError`` with a one-line reason: bad
+    syntax (``json.JSONDecodeError``), an integer too long for Python to convert, or
+    nesting deeper than MAX_JSON_DEPTH."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError as err:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels") from err
+    except ValueError as err:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()  # Python 3.9.14+
+        raise ValueError(f"an integer of more than {limit} digits") from err
+    check_json_depth(data)
+    return data
+
+
+def check_json_depth(data: Any) -> None:
+    """A ``ValueError`` if lists and objects in ``data`` nest deeper than MAX_JSON_DEPTH
+    (walked without recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list, tuple)):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+
+
 def read_json(path: Path, error: Type[Exception]) -> Any:
     """A JSON file's content; a file that is not UTF-8 JSON raises ``error`` naming it."""
     try:
-        return json.loads(path.read_text(encoding="utf8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise error(f"{path}: not a valid JSON file ({err}): a damaged or cut file? write it again") from None
+        return parse_json(path.read_text(encoding="utf8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise error(f"{path}: not a valid JSON file ({err}): a damaged or cut file? write it again") from err
 
 
 def read_jsonl(path: Path) -> List[Dict[str, Any]]:

@@ -7,6 +7,7 @@ component is initialized.
 from pathlib import Path
 from typing import Callable, Optional, Tuple, Union
 
+from confection import ConfigValidationError
 from spacy.util import registry
 
 from .bilm import ElmoBiLM
@@ -18,6 +19,12 @@ from .io import require_file
 PathLike = Union[str, Path]
 # The English biLM that ships with the package (built by the project's `all` workflow).
 DEFAULT_BILM_DIR = Path(__file__).parent / "data" / "default_bilm"
+
+
+class ElmoConfigError(ConfigValidationError, ElmoError):
+    """A registered loader's arguments that do not go together: a ConfigValidationError, so
+    ``spacy train`` and ``spacy debug config`` show it as a config error (no traceback).
+    Here, not in errors.py: confection is not imported for ``python -m spacy_elmo --help``."""
 
 
 def default_bilm_dir() -> Optional[Path]:
@@ -66,7 +73,17 @@ def weights_or_default_v1(
     """bilm-tf / AllenNLP files when given (both), else the English biLM bundled with
     the package: what the shipped configs use, so ``--paths.elmo_*`` is an override."""
     if (options_file is None) != (weight_file is None):
-        raise ElmoError("spacy-elmo.WeightsOrDefault.v1: give options_file and weight_file together (or neither)")
+        given, missing = ("options_file", "weight_file") if weight_file is None else ("weight_file", "options_file")
+        raise ElmoConfigError(
+            errors=[
+                {
+                    "loc": [missing],
+                    "msg": f"null, but {given} is set: give options_file and weight_file together "
+                    "(spacy train: --paths.elmo_options and --paths.elmo_weights), or neither for the bundled biLM",
+                }
+            ],
+            parent="spacy-elmo.WeightsOrDefault.v1",
+        )
     if options_file is None:
         return default_weights_v1()
     return weights_from_files_v1(options_file, weight_file)

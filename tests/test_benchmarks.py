@@ -202,3 +202,26 @@ def test_gpu_check_runs_on_cpu_skipping_every_cuda_row_and_says_so():
     skipped = [name for name, status in statuses.items() if status == "SKIP"]
     assert f"{len(statuses)} rows: 1 PASS, 0 FAIL, {len(skipped)} SKIP" in out, out
     assert out.rstrip().splitlines()[-1] == "skipped: " + "; ".join(skipped), out
+
+
+def test_bench_doc_size_prints_bytes_per_token_for_each_store(tmp_path):
+    options, weights = tmp_path / "options.json", tmp_path / "weights.hdf5"
+    tiny_bilm(seed=3).to_files(options, weights)
+    nlp = make_ner_nlp((str(options), str(weights)))
+    train(nlp, steps=2)
+    nlp.to_disk(tmp_path / "pipeline")
+    out = run_benchmark(
+        "bench_doc_size.py", str(tmp_path / "pipeline"), str(DATA / "sample_sentences.txt"), "--docs", "5", threads=()
+    )
+    sizes = {
+        m[0]: float(m[1])
+        for m in re.findall(r"^(store=\S+ store_dtype=\S+): [\d,]+ bytes, ([\d.]+) bytes/token$", out, re.M)
+    }
+    floor = float(re.search(r"^annotations only .*, ([\d.]+) bytes/token$", out, re.M).group(1))
+    assert len(sizes) == 5, out
+    width = tiny_bilm().options.n_output_layers * tiny_bilm().options.output_dim  # (L+1) x 2P floats a token
+    # "none" writes no vectors (nor anything held for the listeners): close to the annotations alone.
+    assert sizes["store=none store_dtype=float32"] < floor + 64
+    # every layer, 4 bytes a value before DocBin's zlib (which gains little on float noise)
+    assert sizes["store=all store_dtype=float32"] > floor + 3 * width
+    assert sizes["store=all store_dtype=float16"] < sizes["store=all store_dtype=float32"]

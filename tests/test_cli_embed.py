@@ -16,6 +16,15 @@ from spacy_elmo.cli import embed as embed_module
 
 from .conftest import crash_embed_on_batch, tiny_bilm
 
+# What torchrun sets beside RANK and WORLD_SIZE.
+TORCHRUN_ENV = {
+    "LOCAL_RANK": "0",
+    "LOCAL_WORLD_SIZE": "2",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "29500",
+    "TORCHELASTIC_RUN_ID": "test",
+}
+
 LINES = [
     "The quick brown fox .",
     "Blank lines are kept as empty datasets :",
@@ -345,7 +354,7 @@ def test_a_finished_part_is_kept_when_the_shared_run_is_rerun(files, monkeypatch
     [
         (["--precision", "int4"], {}, "--precision must be one of"),
         (["--precision", "int8", "--device", "cuda"], {}, "--precision 'int8' runs on the CPU only"),
-        (["--stateful"], {"RANK": "0", "WORLD_SIZE": "2"}, "--stateful carries state"),
+        (["--stateful"], {"RANK": "0", "WORLD_SIZE": "2", **TORCHRUN_ENV}, "--stateful carries state"),
     ],
 )
 def test_more_bad_options_fail_before_any_weights_load(files, monkeypatch, extra, env, message):

@@ -48,3 +48,9 @@ def test_help_imports_neither_torch_nor_spacy(args, shows):
 def test_embed_help_states_the_measured_int8_deviation():
     text, _ = run_help(["embed", "--help"])
     assert "max abs difference from fp32 0.11-0.15 per layer" in text and "1e-2" not in text
+
+
+def test_embed_help_points_to_its_docs_page():
+    """It once said "see `embed`'s module docs", which a user of the command line cannot open."""
+    text, _ = run_help(["embed", "--help"])
+    assert "docs/embed.md" in text and "module docs" not in text

@@ -57,7 +57,15 @@ def corpus(tmp_path_factory):
 
 
 def spacy_train(config, train, corpus, output, *extra, steps=STEPS):
-    cmd = [
+    proc = subprocess.run(
+        train_command(config, train, corpus, output, *extra, steps=steps), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def train_command(config, train, corpus, output, *extra, steps=STEPS):
+    return [
         sys.executable,
         "-m",
         "spacy",
@@ -72,9 +80,6 @@ def spacy_train(config, train, corpus, output, *extra, steps=STEPS):
         *steps,
         *extra,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout
 
 
 ELMO_RUNS = [
@@ -125,7 +130,9 @@ def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, co
     mix = nlp.get_pipe("elmo").listener_mix_weights()[component][0]
     assert mix["weights"] != pytest.approx([1 / 3] * 3, abs=1e-6)  # the mix trained
     doc = nlp("Alice liked the film .")
-    assert doc._.elmo_layers.shape == (3, 5, 16)
+    assert doc._.elmo_layers is None and ("spacy_elmo", "layers") not in doc.user_data  # annotations only
+    kept = spacy.load(tmp_path / "model-last", config={"components": {"elmo": {"store": "all"}}})
+    assert kept("Alice liked the film .")._.elmo_layers.shape == (3, 5, 16)  # the layers when asked for
     assert nlp.vocab.vectors.shape[0] > 0 if with_vectors else nlp.vocab.vectors.shape[0] == 0
 
 
@@ -181,7 +188,8 @@ def test_spacy_package_gives_the_same_vectors(corpus, tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     packaged = tmp_path / "pkg" / "en_elmo_test-0.0.1" / "en_elmo_test" / "en_elmo_test-0.0.1"
-    original, copy = spacy.load(trained), spacy.load(packaged)
+    keep = {"components": {"elmo": {"store": "all"}}}  # the configs store none: compare the layers
+    original, copy = spacy.load(trained, config=keep), spacy.load(packaged, config=keep)
     text = "Bob met the UN in Geneva ."
     a, b = original(text), copy(text)
     numpy.testing.assert_allclose(a._.elmo_layers, b._.elmo_layers, atol=1e-6, rtol=0)
@@ -199,6 +207,19 @@ def test_elmo_configs_use_the_bundled_biLM_without_weight_paths(corpus, tmp_path
     bundled = ElmoOptions.from_file(DEFAULT_BILM_DIR / "options.json")
     assert nlp("Alice liked the film .")._.elmo_layers.shape == (3, 5, bundled.output_dim)
     assert nlp.get_pipe("elmo").model.get_dim("nO") == bundled.output_dim == 512
+
+
+def test_spacy_train_with_elmo_options_and_no_weights_is_a_config_error_not_a_traceback(corpus, tmp_path):
+    """It once printed 60 lines of traceback before the one line that said what to do."""
+    cmd = train_command(
+        "ner_elmo_only.cfg", "ner.spacy", corpus, tmp_path, "--paths.elmo_options", str(corpus / "options.json")
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "Config validation error" in proc.stdout
+    assert "spacy-elmo.WeightsOrDefault.v1 -> weight_file\tnull, but options_file is set" in proc.stdout
+    assert "--paths.elmo_weights" in proc.stdout
 
 
 # The dev search's candidates (issue 30): fair pairs, configs/search/<task>_vectors[_elmo]_<kind>[_both].cfg.

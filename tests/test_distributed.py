@@ -13,7 +13,15 @@ from spacy_elmo.cli import embed as embed_module
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.pretrain.distributed import Distributed, choose_device, setup_distributed
 
-TORCHRUN_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+TORCHRUN_VARIABLES = (
+    "LOCAL_RANK",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+)
 
 
 @pytest.fixture
@@ -49,6 +57,9 @@ def launched(monkeypatch, local_rank: int, world_size: int) -> None:
         ("RANK", local_rank),
         ("WORLD_SIZE", world_size),
         ("LOCAL_WORLD_SIZE", world_size),
+        ("MASTER_ADDR", "127.0.0.1"),
+        ("MASTER_PORT", 29500),
+        ("TORCHELASTIC_RUN_ID", "test"),
     ):
         monkeypatch.setenv(name, str(value))
 

@@ -142,3 +142,47 @@ def test_the_speed_pages_figures_at_a_glance_are_those_of_its_full_record():
     figures = [f for cell in cells for f in re.findall(r"[+-]?\d+\.\d+(?:-\d+\.\d+)?x?", cell)]
     assert len(rows) == 7 and len(figures) >= 15
     assert [f for f in figures if f not in rest] == []
+
+
+def test_every_page_that_names_spacy_debug_config_says_it_needs_the_corpus_paths():
+    """Without --paths.train and --paths.dev, `spacy debug config` ends in spaCy's E913 traceback."""
+    named = []
+    for page in PAGES:
+        for paragraph in re.split(r"\n\s*\n", page.read_text(encoding="utf8")):
+            flat = " ".join(paragraph.split())
+            if "spacy debug config" in flat:
+                named.append(page.name)
+                assert "--paths.train" in flat and "--paths.dev" in flat, f"{page.name}: {flat[:300]}"
+    assert "README.md" in named
+
+
+def test_the_pages_give_make_tests_minutes_and_demo_minutes_that_agree():
+    """`make test` prints dots for ~20 minutes: the front page says how long; the demo's
+    pretraining step (project.yml, docs/project.md) must fit in the whole demo's minutes."""
+    readme = (REPO / "README.md").read_text(encoding="utf8")
+    assert re.search(r"^make test .*: \d+ to \d+ minutes on 2 cores$", readme, re.MULTILINE)
+    low, high = map(
+        int, re.search(r"^make demo .* in (\d+) to (\d+) minutes on 2 cores$", readme, re.MULTILINE).groups()
+    )
+    project = srsly.read_yaml(REPO / "project.yml")
+    (step,) = [c["help"] for c in project["commands"] if c["name"] == "pretrain-demo"]
+    minutes = int(re.search(r"about (\d+) minutes at 1 thread", step).group(1))
+    assert minutes < low and f"whole demo's {low} to {high} minutes" in step
+    project_page = " ".join((REPO / "docs" / "project.md").read_text(encoding="utf8").split())
+    assert f"about {minutes} minutes at 1 thread" in project_page and f"demo's {low} to {high} minutes" in project_page
+
+
+def test_the_speed_pages_measured_figures_table_holds_one_figure_per_cell():
+    """Its cells once held paragraphs (runs, ranges, dates, history): those belong in the log below it."""
+    speed = (REPO / "docs" / "speed.md").read_text(encoding="utf8")
+    section = speed.split("\n## Measured figures", 1)[1].split("\n#", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| what")]
+    assert len(rows) >= 20
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        assert len(cells) == 6, row
+        what, _command, figure, machine, target, met = cells
+        assert re.match(r"\**[+-]?\d", figure) and len(figure) <= 40, figure  # a figure, then a short note
+        assert len(machine) <= 25 and len(target) <= 30 and met in ("", "met", "missed"), row
+        assert len(what) <= 160 and not any(". " in cell or "; " in cell for cell in cells), row
+    assert "### The log: each figure's runs, ranges and history" in speed

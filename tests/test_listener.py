@@ -12,6 +12,7 @@ from thinc.api import Adam, fix_random_seed
 
 from spacy_elmo.bilm import ElmoError
 from spacy_elmo.layers.bilm_model import get_bilm
+from spacy_elmo.layers.doc_data import held_for_listeners
 from spacy_elmo.layers.listener import batch_id, build_listener, learned_mix, receive
 from spacy_elmo.layers.scalar_mix import build_scalar_mix
 
@@ -291,7 +292,7 @@ def test_listeners_work_whatever_is_stored(weight_files, store, dtype):
     got = predictions(lean)
     assert_same_predictions(got, expected)
     doc = lean(TEST_TEXTS[0])
-    assert ("spacy_elmo", "pending") not in doc.user_data  # both listeners took their copy
+    assert not held_for_listeners(doc)  # both listeners took their copy
 
 
 @pytest.mark.parametrize("store,dtype", [("none", "float32"), ("mix", "float16"), ("all", "float16")])
@@ -311,7 +312,7 @@ def test_a_component_with_two_listeners_gives_both_the_layers_whatever_is_stored
         got = predictions(lean)
         doc = lean(TEST_TEXTS[0])
     assert_same_predictions(got, expected)
-    assert ("spacy_elmo", "pending") not in doc.user_data  # both listeners took their copy
+    assert not held_for_listeners(doc)  # both listeners took their copy
 
 
 # With ElmoConcat the listener sits at model.tok2vec.elmo; the block's own path
@@ -557,3 +558,62 @@ def test_an_update_bumps_the_weights_generation_and_prediction_leaves_eval_mode(
     assert bilm.weights_generation == generation  # a prediction changes nothing
     nlp.update(examples(nlp), sgd=optimizer)
     assert bilm.weights_generation != generation
+
+
+def two_elmo_nlp(tmp_path, weight_files, **elmo_config):
+    """Two elmo components of one width, 'elmo' (ner listens) and 'elmo2' (textcat listens)."""
+    options2, weights2 = tmp_path / "options2.json", tmp_path / "weights2.hdf5"
+    tiny_bilm(seed=42).to_files(options2, weights2)
+    nlp = make_nlp(weight_files, ner_listener=listener(upstream="elmo"), textcat_listener=listener(upstream="elmo2"))
+    nlp.get_pipe("elmo").cfg.update(elmo_config)
+    second = {"options_file": str(options2), "weight_file": str(weights2), **elmo_config}
+    nlp.add_pipe("elmo", name="elmo2", config=second, after="elmo")
+    return nlp
+
+
+@pytest.mark.parametrize("store,dtype", [("all", "float32"), ("all", "float16"), ("mix", "float32")])
+def test_a_listener_reads_its_own_upstreams_layers_when_two_elmo_components_run(weight_files, tmp_path, store, dtype):
+    """The second elmo component once replaced the first one's layers on the doc, and the
+    first one's listener read them: of the same width, nothing said so."""
+    nlp = two_elmo_nlp(tmp_path, weight_files, store=store, store_dtype=dtype)
+    train(nlp, steps=1)
+    elmo, elmo2 = nlp.get_pipe("elmo"), nlp.get_pipe("elmo2")
+    assert elmo.listening_components == ["ner"] and elmo2.listening_components == ["textcat"]
+    both = list(elmo2.pipe(elmo.pipe(nlp.make_doc(text) for text in TEST_TEXTS)))
+    alone = {
+        name: list(nlp.get_pipe(name).pipe(nlp.make_doc(text) for text in TEST_TEXTS)) for name in ("elmo", "elmo2")
+    }
+    assert {doc.user_data[("spacy_elmo", "source")] for doc in both} == {"elmo2"}  # who wrote the stored layers
+    for name, upstream in (("ner", "elmo"), ("textcat", "elmo2")):
+        tok2vec = nlp.get_pipe(name).model.get_ref("tok2vec")
+        for x, y in zip_equal(tok2vec.predict(both), tok2vec.predict(alone[upstream])):
+            assert numpy.abs(x).max() > 0
+            numpy.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+    assert not held_for_listeners(both[0])  # each listener took its own copy
+
+
+def test_a_listener_whose_upstream_is_no_elmo_component_says_so_and_names_them(weight_files):
+    nlp = make_nlp(weight_files, ner_listener=listener(upstream="elmo_typo"))
+    with pytest.raises(ElmoError, match=r"'ner' listens to upstream 'elmo_typo', .* elmo components: 'elmo'\)") as info:
+        nlp.initialize(lambda: examples(nlp))
+    assert "put the 'elmo' component" not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_listener_of_any_upstream_reads_the_last_elmo_before_it_and_leaves_nothing_held(weight_files, tmp_path):
+    """upstream "*" with two elmo components: both link it, as spaCy's tok2vec does; it reads
+    the later one's layers (as in training, where the later one's are the last it receives),
+    and the earlier one holds none for it on the doc."""
+    nlp = two_elmo_nlp(tmp_path, weight_files, store="all", store_dtype="float16")
+    nlp.remove_pipe("textcat")
+    ner = nlp.get_pipe("ner")
+    ner_listener = nlp.get_pipe("elmo").listener_map["ner"][0]
+    ner_listener.attrs["upstream_name"] = "*"
+    nlp._link_components()
+    assert nlp.get_pipe("elmo2").listener_map["ner"] == [ner_listener]
+    train(nlp, steps=1)
+    doc = nlp(TEST_TEXTS[0])
+    assert not held_for_listeners(doc)
+    alone = list(nlp.get_pipe("elmo2").pipe([nlp.make_doc(TEST_TEXTS[0])]))
+    both = list(nlp.get_pipe("elmo2").pipe(nlp.get_pipe("elmo").pipe([nlp.make_doc(TEST_TEXTS[0])])))
+    tok2vec = ner.model.get_ref("tok2vec")
+    numpy.testing.assert_allclose(tok2vec.predict(both)[0], tok2vec.predict(alone)[0], rtol=1e-5, atol=1e-6)

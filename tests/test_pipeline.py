@@ -1,5 +1,7 @@
 """The `elmo` component through `nlp`: annotations, storage, segments, serialization."""
 
+import re
+
 import numpy
 import pytest
 import spacy
@@ -8,6 +10,7 @@ from spacy.tokens import Doc
 from spacy_elmo.bilm import ElmoBiLM, ElmoError
 from spacy_elmo.errors import ElmoNoWeightsError
 from spacy_elmo.layers.bilm_model import DEFAULT_MAX_SEGMENT_LENGTH
+from spacy_elmo.layers.doc_data import held_for_listeners
 
 from .conftest import make_nlp, tiny_bilm
 
@@ -90,7 +93,7 @@ def test_storage_options(weight_files, store, dtype):
         assert doc[0]._.elmo is None and doc[0:2]._.elmo is None
     else:
         numpy.testing.assert_allclose(doc[1]._.elmo, full[1]._.elmo, atol=tolerance)
-    assert ("spacy_elmo", "pending") not in doc.user_data  # no listeners: nothing held for them
+    assert not held_for_listeners(doc) and ("spacy_elmo", "pending") not in doc.user_data  # no listeners
 
 
 def test_empty_docs(weight_files):
@@ -227,7 +230,9 @@ def test_a_missing_or_wrong_weight_file_fails_at_add_pipe(tmp_path, weight_files
         nlp.add_pipe("elmo", config={"bilm_dir": str(tmp_path / "half")})
     assert str(info.value) == (
         f"elmo bilm_dir {tmp_path / 'half'} has no options.json: a biLM directory holds "
-        "options.json and weights.hdf5 (as `python -m spacy_elmo pretrain` writes them)"
+        "options.json and weights.hdf5 (as `python -m spacy_elmo pretrain` writes them); an "
+        "ELMoForManyLangs model directory holds config.json, char.dic and/or word.dic, token_embedder.pkl and "
+        "encoder.pkl"
     )
     assert nlp.pipe_names == []
     nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
@@ -576,3 +581,54 @@ def test_a_failed_load_keeps_the_biLM_the_pipe_had(tmp_path, weight_files, refer
         nlp.from_disk(tmp_path / "pipeline")
     assert get_bilm(nlp.get_pipe("elmo").model) is not None
     numpy.testing.assert_array_equal(nlp(TEXTS[0])._.elmo_layers, before)
+
+
+@pytest.mark.parametrize("store", ["all", "mix"])
+def test_token_mix_weights_whose_sum_overflows_still_mix(weight_files, store):
+    """[1e308, 1e308, 1] sums to inf in float64: normalised naively every weight was 0."""
+    layers = make_nlp(weight_files)(TEXTS[1])._.elmo_layers
+    doc = make_nlp(weight_files, token_mix=[1e308, 1e308, 1.0], store=store)(TEXTS[1])
+    numpy.testing.assert_allclose(doc[3]._.elmo, 0.5 * layers[0, 3] + 0.5 * layers[1, 3], atol=1e-6)
+    assert numpy.abs(doc[3]._.elmo).max() > 0
+
+
+def elmo_component(**settings):
+    """The component built directly: spaCy's config check refuses inf/NaN and bools before it."""
+    from spacy_elmo.pipeline.elmo import DEFAULT_ELMO_MODEL, ElmoComponent
+
+    model = spacy.registry.resolve({"model": DEFAULT_ELMO_MODEL})["model"]
+    return ElmoComponent(spacy.blank("en").vocab, model, **settings)
+
+
+@pytest.mark.parametrize("bad", [[float("inf"), 1.0, 1.0], [float("nan"), 1.0, 1.0], ["1", 2, 3], [True, 1, 1]])
+def test_token_mix_weights_that_are_not_finite_numbers_are_refused(bad):
+    with pytest.raises(ElmoError, match="token_mix must be non-negative layer weights with a positive sum"):
+        elmo_component(token_mix=bad)
+
+
+@pytest.mark.parametrize("weights", [[1.0, 2.0], [1.0, 1.0, 1.0, 1.0]])
+def test_a_token_mix_of_another_length_than_the_layers_is_refused_when_the_weights_load(weight_files, weights):
+    nlp = make_nlp(weight_files, token_mix=weights)
+    message = rf"elmo token_mix has {len(weights)} weights, but the biLM gives 3 layers"
+    with pytest.raises(ElmoError, match=message):
+        nlp.initialize()
+    with pytest.raises(ElmoError, match=message):
+        make_nlp(weight_files, token_mix=weights)(TEXTS[0])
+
+
+def test_a_saved_pipeline_loaded_with_a_token_mix_of_another_length_is_refused(tmp_path, weight_files):
+    nlp = make_nlp(weight_files)
+    nlp(TEXTS[0])
+    nlp.to_disk(tmp_path / "pipeline")
+    with pytest.raises(ElmoError, match="elmo token_mix has 2 weights, but the biLM gives 3 layers"):
+        spacy.load(tmp_path / "pipeline", config={"components": {"elmo": {"token_mix": [1.0, 2.0]}}})
+
+
+def test_a_cache_size_that_is_not_a_number_is_refused():
+    # spaCy's config check lets "10" through (it converts it only to check it); a bool it refuses itself.
+    expected = r"elmo cache_size_mb must be a number of megabytes \(0: no cache\), got "
+    with pytest.raises(ElmoError, match=expected + "'10'"):
+        spacy.blank("en").add_pipe("elmo", config={"cache_size_mb": "10"})
+    for bad in (True, None, [10]):
+        with pytest.raises(ElmoError, match=expected + re.escape(repr(bad))):
+            elmo_component(cache_size_mb=bad)

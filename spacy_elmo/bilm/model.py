@@ -9,8 +9,10 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
+from ..io import arrays_sha256
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
+from .efml import EFML_DIR_HINT, is_efml_dir
 from .generation import WeightsGeneration, mark_weights_changed
 from .lstm import BiLstm, ProjectedLstm, State
 from .options import ElmoOptions
@@ -21,6 +23,8 @@ from .weights import check_model_size, lstm_prefix, read_weights, write_weights
 from .windows import strided_windows
 
 PathLike = Union[str, Path]
+# Token lists -> (ids, lengths): a biLM's ``batch_ids``.
+BatchIds = Callable[[Sequence[Sequence[str]]], Tuple[numpy.ndarray, numpy.ndarray]]
 # File names inside a biLM directory (what `pretrain` writes).
 OPTIONS_NAME = "options.json"
 WEIGHTS_NAME = "weights.hdf5"
@@ -36,10 +40,10 @@ def check_bilm_dir(path: Path, what: str = "biLM directory") -> None:
     if not path.is_dir():
         raise ElmoFileNotFoundError(f"{what} not found (or not a directory): {path}")
     missing = [name for name in (OPTIONS_NAME, WEIGHTS_NAME) if not (path / name).is_file()]
-    if missing:
+    if missing and not is_efml_dir(path):
         raise ElmoFileNotFoundError(
             f"{what} {path} has no {' and no '.join(missing)}: a biLM directory holds {OPTIONS_NAME} and "
-            f"{WEIGHTS_NAME} (as `python -m spacy_elmo pretrain` writes them)"
+            f"{WEIGHTS_NAME} (as `python -m spacy_elmo pretrain` writes them); {EFML_DIR_HINT}"
         )
 
 
@@ -63,12 +67,21 @@ class ElmoBiLM(nn.Module):
         self.options = options
         # One generation for all the weights: every inference cache is keyed on it (generation.py).
         self.generation = WeightsGeneration()
-        self.char_encoder = CharEncoder(options, self.generation)
+        self.char_encoder = self.make_token_encoder(options, self.generation)
         self.bilstm = BiLstm(options, self.generation)
         # Inference reuses the token vectors of types seen before (exact; see type_cache.py).
         self.type_cache = TypeCache(type_cache_size)
         # Per direction, per layer: (h, c) for as many rows as the largest batch seen.
         self._states: Optional[List[List[State]]] = None
+
+    def make_token_encoder(self, options: ElmoOptions, generation: WeightsGeneration) -> CharEncoder:
+        """The context-independent token encoder (another model family overrides it), keyed
+        on the biLM's weights ``generation``."""
+        return CharEncoder(options, generation)
+
+    def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """``(ids, lengths)`` of token lists, the markers included: what ``forward`` reads."""
+        return batch_char_ids(sentences, self.options.max_characters_per_token)
 
     # -- construction and files -------------------------------------------
     @classmethod
@@ -93,11 +106,24 @@ class ElmoBiLM(nn.Module):
 
     @classmethod
     def from_dir(cls, path: PathLike, device: Union[str, torch.device] = "cpu", precision: str = "fp32") -> "ElmoBiLM":
-        """Load a directory holding ``options.json`` + ``weights.hdf5`` (e.g. a pretraining output)."""
+        """Load a directory holding ``options.json`` + ``weights.hdf5`` (e.g. a pretraining output),
+        or else an ELMoForManyLangs model directory (``from_efml``)."""
         path = Path(path)
         check_precision(precision, device=device)  # an impossible precision is named before any file
         check_bilm_dir(path)
+        if not (path / WEIGHTS_NAME).is_file() and is_efml_dir(path):
+            return cls.from_efml(path, device=device, precision=precision)
         return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device, precision=precision)
+
+    @classmethod
+    def from_efml(
+        cls, model_dir: PathLike, device: Union[str, torch.device] = "cpu", precision: str = "fp32"
+    ) -> "ElmoBiLM":
+        """Load an ELMoForManyLangs model directory (config.json, char.dic/word.dic,
+        token_embedder.pkl, encoder.pkl): EFML's network exactly, see ``efml_model.py``."""
+        from .efml_model import load_efml  # it builds on this module
+
+        return load_efml(model_dir, device=device, precision=precision)
 
     # -- how inference runs -------------------------------------------------
     @property
@@ -163,6 +189,11 @@ class ElmoBiLM(nn.Module):
                 prefix = lstm_prefix(direction, k)
                 arrays[f"{prefix}/W_0"], arrays[f"{prefix}/B"], arrays[f"{prefix}/W_P_0"] = layer.tf_arrays()
         return arrays
+
+    def content_sha256(self) -> str:
+        """sha256 of the options and weights (``io.arrays_sha256``): what the biLM is,
+        wherever its files lie (``embed`` resumes only a run of the same biLM)."""
+        return arrays_sha256(self.tf_arrays(), self.options.to_dict())
 
     def _lstm_stacks(self) -> Tuple[Sequence[ProjectedLstm], Sequence[ProjectedLstm]]:
         # cast: nn.ModuleList is not generic; these hold ProjectedLstm layers only.
@@ -337,7 +368,7 @@ class ElmoBiLM(nn.Module):
             return layers.float().cpu().numpy()
 
         with torch.no_grad():
-            return embed_sentences(sentences, groups, self.options.max_characters_per_token, run)
+            return embed_sentences(sentences, groups, self.batch_ids, run)
 
     def _embed_windowed(self, sentences: Sequence[Sequence[str]], max_length: int) -> List[numpy.ndarray]:
         windows = [strided_windows(0, len(s), max_length) for s in sentences]
@@ -361,7 +392,7 @@ def unique_types(char_ids: Tensor) -> Tuple[Tensor, Tensor]:
 def embed_sentences(
     sentences: Sequence[Sequence[str]],
     groups: Sequence[Sequence[int]],
-    max_chars: int,
+    batch_ids: BatchIds,
     run: Callable[[numpy.ndarray, numpy.ndarray], Any],
 ) -> List[Any]:
     """Per-sentence layer arrays from token lists, all at once (``embed_batch``);
@@ -373,7 +404,7 @@ def embed_sentences(
     dropped (a copy, so no batch stays alive behind a cached result).
     """
     results: List[Any] = [None] * len(sentences)
-    for index, layers in iter_embedded(sentences, groups, max_chars, run):
+    for index, layers in iter_embedded(sentences, groups, batch_ids, run):
         results[index] = layers
     return results
 
@@ -381,13 +412,13 @@ def embed_sentences(
 def iter_embedded(
     sentences: Sequence[Sequence[str]],
     groups: Sequence[Sequence[int]],
-    max_chars: int,
+    batch_ids: BatchIds,
     run: Callable[[numpy.ndarray, numpy.ndarray], Any],
 ) -> Iterator[Tuple[int, Any]]:
     """``embed_sentences`` one batch at a time: ``(sentence index, layers)`` pairs, so a
     caller that keeps only part of each (a long doc's windows) holds one batch at most."""
     for group in groups:
-        ids, lengths = batch_char_ids([sentences[i] for i in group], max_chars)
+        ids, lengths = batch_ids([sentences[i] for i in group])
         layers = run(ids, lengths)
         for row, index in enumerate(group):
             yield index, sentence_layers(layers, row, lengths[row]).copy()

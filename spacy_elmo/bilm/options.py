@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
 from ..errors import ElmoOptionsError
-from ..io import require_file, write_text_atomic
+from ..io import check_json_depth, parse_json, require_file, write_text_atomic
 from .char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 
 ACTIVATIONS = ("relu", "tanh")
@@ -201,6 +201,10 @@ class ElmoOptions:
     def from_dict(cls, data: Dict[str, Any], source: str = "<options>") -> "ElmoOptions":
         if not isinstance(data, dict):
             raise ElmoOptionsError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        try:
+            check_json_depth(data)  # before the copy, which would recurse
+        except ValueError as err:
+            raise ElmoOptionsError(f"{source}: options {err}") from err
         data = copy.deepcopy(data)
         settings = {
             f.name: _pop_option(data, f.metadata["json"], f.metadata["file_default"], source)
@@ -232,11 +236,13 @@ class ElmoOptions:
         except UnicodeDecodeError as err:
             raise ElmoOptionsError(f"{path}: options file is not UTF-8 text ({err})") from err
         try:
-            data = json.loads(text)
+            data = parse_json(text)
         except json.JSONDecodeError as err:
             raise ElmoOptionsError(
                 f"{path}: options file is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
             ) from err
+        except ValueError as err:  # a hostile file: huge integers, deep nesting
+            raise ElmoOptionsError(f"{path}: options file is not valid JSON ({err})") from err
         return cls.from_dict(data, source=str(path))
 
     def to_file(self, path: Union[str, Path]) -> None:

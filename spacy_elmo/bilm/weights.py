@@ -1,7 +1,8 @@
 """bilm-tf's ``weights.hdf5``: dataset names, shapes, checked reading, atomic writing, and the
 parameters as the float32 arrays written there (``host_array``).
 
-Only datasets are read (plain float arrays): a weight file cannot run code.
+Only datasets are read (plain float arrays): a weight file cannot run code, and
+only its own (no links, no data kept in other files).
 """
 
 import math
@@ -14,7 +15,7 @@ import numpy
 import torch
 
 from ..errors import ElmoOptionsError, ElmoWeightsError
-from ..io import atomic_path, require_file
+from ..io import HDF5_READ_ERRORS, atomic_path, one_line_reason, require_file
 from .char_ids import N_CHARACTERS
 from .options import BILM_DIR_HINT, ElmoOptions
 
@@ -87,19 +88,63 @@ def read_weights(options: ElmoOptions, weight_file: Union[str, Path]) -> Dict[st
     expected = expected_shapes(options)
     try:
         with h5py.File(path, "r") as f:
+            _check_no_unexpected(own_datasets(f, path), expected, options, path)
             _check_shapes(f, expected, options, path)
             return {
                 name: checked_array(f[name], f"{path}: dataset '{name}'", shape, f"{options.source} needs", why)
                 for name, (shape, why) in expected.items()
             }
-    except OSError as err:  # h5py's errors for a damaged file
-        raise ElmoWeightsError(f"{path}: cannot read the HDF5 file (truncated or damaged?): {err}") from err
+    except ElmoWeightsError:
+        raise
+    except HDF5_READ_ERRORS as err:
+        reason = one_line_reason(err)
+        raise ElmoWeightsError(f"{path}: cannot read the HDF5 file (truncated or damaged?): {reason}") from err
+
+
+# Why links and data kept elsewhere are refused, and what to do.
+_OWN_DATA = "a weight file holds all its datasets itself (write it again with plain datasets)"
+
+
+def own_datasets(f: h5py.File, path: Path) -> List[str]:
+    """The names of every dataset in the file, once each is known to be a hard link whose
+    bytes lie in this file: a soft or external link, external storage or a virtual
+    dataset would make the reader load another dataset or another file's bytes as
+    weights, so each is refused by name."""
+    found: List[str] = []
+    groups, seen = [("", f)], {hash(f.id)}
+    while groups:
+        prefix, group = groups.pop()
+        for name in group:
+            full = prefix + name
+            link = group.get(name, getlink=True)
+            if isinstance(link, h5py.SoftLink):
+                raise ElmoWeightsError(f"{path}: '{full}' is a soft link (to '{link.path}'): {_OWN_DATA}")
+            if isinstance(link, h5py.ExternalLink):
+                raise ElmoWeightsError(
+                    f"{path}: '{full}' is an external link (to '{link.path}' in {link.filename}): {_OWN_DATA}"
+                )
+            item = group[name]
+            if isinstance(item, h5py.Dataset):
+                _check_own_storage(item, full, path)
+                found.append(full)
+            elif isinstance(item, h5py.Group) and hash(item.id) not in seen:  # a group hard-linked twice: once
+                seen.add(hash(item.id))
+                groups.append((full + "/", item))
+    return found
+
+
+def _check_own_storage(dataset: h5py.Dataset, name: str, path: Path) -> None:
+    if dataset.is_virtual:
+        raise ElmoWeightsError(
+            f"{path}: dataset '{name}' is a virtual dataset (its data comes from other datasets): {_OWN_DATA}"
+        )
+    if dataset.external:
+        where = dataset.external[0][0]
+        where = where.decode("utf8", "replace") if isinstance(where, bytes) else where
+        raise ElmoWeightsError(f"{path}: dataset '{name}' keeps its data in another file ({where}): {_OWN_DATA}")
 
 
 def _check_shapes(f: h5py.File, expected: Dict[str, Tuple[Shape, str]], options: ElmoOptions, path: Path) -> None:
-    found: List[str] = []
-    f.visititems(lambda name, obj: found.append(name) if isinstance(obj, h5py.Dataset) else None)
-    _check_no_unexpected(found, expected, options, path)
     for name, (shape, why) in expected.items():
         if name not in f or not isinstance(f[name], h5py.Dataset):
             raise ElmoWeightsError(f"{path}: dataset '{name}' is missing (needed by {options.source}: {why})")

@@ -15,16 +15,25 @@ single process's byte for byte (same batches, same threads per process).
 How the files are written, resumed and merged: ``embed_writer.py``.
 """
 
-import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import typer
 
 from ..errors import ElmoError, EmbedInputError
-from ..io import file_sha256, iter_utf8_lines, require_writable_path
+from ..io import exclusive_lock, file_sha256, iter_utf8_lines, require_writable_path, same_file, special_file_kind
 from . import app
-from .embed_writer import LAYER_CHOICES, EmbedPlan, embed_batches, finished_part, merge_parts, part_path
+from .embed_writer import (
+    LAYER_CHOICES,
+    EmbedPlan,
+    embed_batches,
+    finished_part,
+    merge_parts,
+    part_path,
+    partial_path,
+    progress_path,
+)
 
 # torch and spaCy are imported where a command runs, not here: `--help` stays fast.
 if TYPE_CHECKING:
@@ -42,6 +51,11 @@ def read_lines(path: Path) -> List[str]:
 def check_input_file(path: Path) -> None:
     if path.is_dir():
         raise EmbedInputError(f"the input {path} is a directory: give a text file, one sentence per line")
+    kind = special_file_kind(path)
+    if kind:  # read twice (its sha256 names the run, then its lines): a pipe or device cannot be
+        raise EmbedInputError(
+            f"the input {path} is a {kind}, not a regular file: give a text file, one sentence per line"
+        )
     if not path.is_file():
         raise EmbedInputError(f"input file not found: {path}")
 
@@ -90,13 +104,9 @@ def check_embed_options(layers: str, batch_size: int, max_length: int = 0, preci
 
 def process_share() -> Tuple[int, int]:
     """``(rank, world size)``: torchrun's ``RANK``/``WORLD_SIZE``, else ``(0, 1)``."""
-    try:
-        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        raise EmbedInputError("RANK and WORLD_SIZE (set by torchrun) must be integers") from None
-    if world < 1 or not 0 <= rank < world:
-        raise EmbedInputError(f"RANK {rank} / WORLD_SIZE {world} (set by torchrun) do not fit together")
-    return rank, world
+    from ..pretrain.distributed import torchrun_share  # brings torch: only when a command runs
+
+    return torchrun_share()
 
 
 def check_share(share: Tuple[int, int], stateful: bool) -> None:
@@ -116,6 +126,29 @@ def check_output_free(output_file: Path, overwrite: bool) -> None:
         )
 
 
+def check_output_not_an_input(output_file: Path, inputs: Dict[str, Optional[Path]]) -> None:
+    """Writing OUTPUT (or its partial or progress file) must not replace a file the run
+    reads: ``inputs`` maps how each is named to its path (None: not given)."""
+    for what, path in inputs.items():
+        for target in (output_file, partial_path(output_file), progress_path(output_file)):
+            if path is not None and same_file(target, path):
+                owner = "" if target == output_file else f"'s working file {target.name}"
+                raise EmbedInputError(
+                    f"OUTPUT_FILE {output_file}{owner} is {what} {path}: writing it would replace "
+                    f"{what}; give another OUTPUT_FILE"
+                )
+
+
+def source_files(source: Dict) -> Dict[str, Optional[Path]]:
+    """The files a weight source reads, named as the user gave them."""
+    directory = source["bilm_dir"]
+    if directory is None:
+        return {"the --options-file": source["options_file"], "the --weight-file": source["weight_file"]}
+    from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
+
+    return {f"the {name} of --bilm-dir": Path(directory) / name for name in (OPTIONS_NAME, WEIGHTS_NAME)}
+
+
 def embed_file(
     input_file: Path,
     output_file: Path,
@@ -128,17 +161,21 @@ def embed_file(
     progress: bool = True,
     max_length: int = 256,
     share: Tuple[int, int] = (0, 1),
+    overwrite: bool = True,
 ) -> int:
     """Embed every line of ``input_file`` into ``output_file``; returns the line count.
 
-    ``settings`` identifies the run (weights, tokenizer...) so that a resumed
-    run refuses to mix outputs of different settings. ``share = (rank, world)``:
+    ``settings`` identifies the run (tokenizer, precision...) beside the input, the
+    layout and the biLM's content, so that a resumed run refuses to mix outputs of
+    different settings or weights. ``share = (rank, world)``:
     this process embeds every world-th batch into its part, and process 0
-    merges the parts (see the module's docstring).
+    merges the parts (see the module's docstring). ``overwrite=False`` refuses an
+    existing ``output_file``. Another run writing the same output is refused, naming it.
     """
     check_embed_options(layers, batch_size, max_length)
     input_file, output_file = Path(input_file), Path(output_file)
     check_share(share, stateful)
+    check_output_not_an_input(output_file, {"the input file": input_file})
     rank, world = share
     lines = read_lines(input_file)
     sentences = [tokenize(line) for line in lines]
@@ -149,17 +186,22 @@ def embed_file(
         "batch_size": batch_size,
         "stateful": stateful,
         "max_length": max_length,
+        "bilm_sha256": bilm.content_sha256(),  # the weights' content: a file replaced at its path differs
         **(settings or {}),
     }
     plan = EmbedPlan(sentences, batches, run_id, layers, stateful, max_length)
-    if world > 1:
-        target = part_path(output_file, rank, world)
-        if not finished_part(target, run_id):
-            embed_batches(target, bilm, plan.share(rank, world), progress)
-        if rank == 0:
-            merge_parts(output_file, lines, run_id, world, progress)
-        return len(lines)
-    embed_batches(output_file, bilm, plan, progress, lines_to_index=lines)
+    # Process 0 holds OUTPUT (a single run's file, or the merge), each process its part.
+    with exclusive_lock(output_file, "OUTPUT_FILE") if rank == 0 else nullcontext():
+        check_output_free(output_file, overwrite)  # again: another run may have finished it meanwhile
+        if world > 1:
+            target = part_path(output_file, rank, world)
+            with exclusive_lock(target, "this process's part"):
+                if not finished_part(target, run_id):
+                    embed_batches(target, bilm, plan.share(rank, world), progress)
+            if rank == 0:
+                merge_parts(output_file, lines, run_id, world, progress)
+        else:
+            embed_batches(output_file, bilm, plan, progress, lines_to_index=lines)
     return len(lines)
 
 
@@ -178,7 +220,9 @@ def embed_command(
         None, "--weight-file", help="bilm-tf/AllenNLP weights.hdf5 (with --options-file)"
     ),
     bilm_dir: Optional[Path] = typer.Option(
-        None, "--bilm-dir", help="a biLM directory (`pretrain` output). None of the three: the bundled English biLM"
+        None,
+        "--bilm-dir",
+        help="a biLM directory (`pretrain` output) or an ELMoForManyLangs model directory. None of the three: the bundled English biLM",
     ),
     layers: str = typer.Option(
         "all", "--layers", help="all: (L+1, n, 2P); top: (n, 2P); average: (n, 2P) mean of the layers"
@@ -214,12 +258,13 @@ def embed_command(
     ),
 ):
     """Embed a file of sentences with an ELMo biLM (like AllenNLP's `allennlp elmo`).
-    Under torchrun, the processes share the work (see `embed`'s module docs)."""
+    Under torchrun, the processes share the work. More: docs/embed.md (resuming, several processes, the output)."""
     try:
         torch_device, share = check_command(
             input_file, output_file, layers, batch_size, max_length, precision, device, stateful, overwrite
         )
         source = weight_source(options_file, weight_file, bilm_dir)
+        check_output_not_an_input(output_file, source_files(source))
         n = embed_file(
             input_file,
             output_file,
@@ -230,7 +275,8 @@ def embed_command(
             max_length=max_length,
             tokenize=make_tokenizer(spacy_tokenizer),
             share=share,
-            settings=run_settings(source, spacy_tokenizer, precision),
+            overwrite=overwrite,
+            settings=run_settings(spacy_tokenizer, precision),
         )
     except ElmoError as err:
         typer.echo(f"error: {err}", err=True)
@@ -255,6 +301,7 @@ def check_command(
     from ..bilm.device import resolve_device
 
     check_input_file(input_file)
+    check_output_not_an_input(output_file, {"the input file": input_file})
     check_embed_options(layers, batch_size, max_length, precision)
     torch_device = resolve_device(device, precision)
     share = process_share()
@@ -264,13 +311,10 @@ def check_command(
     return torch_device, share
 
 
-def run_settings(source: Dict, spacy_tokenizer: Optional[str], precision: str) -> Dict:
-    """What identifies the run beside the input and layout (a resume must match it)."""
-    return {
-        **{k: str(Path(v).resolve()) for k, v in source.items() if v},
-        "spacy_tokenizer": spacy_tokenizer,
-        "precision": precision,
-    }
+def run_settings(spacy_tokenizer: Optional[str], precision: str) -> Dict:
+    """What identifies the run beside the input, the layout and the biLM's content (a
+    resume must match it). Not the weights' paths: moved files still resume."""
+    return {"spacy_tokenizer": spacy_tokenizer, "precision": precision}
 
 
 def weight_source(options_file: Optional[Path], weight_file: Optional[Path], bilm_dir: Optional[Path]) -> Dict:

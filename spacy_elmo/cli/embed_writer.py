@@ -13,19 +13,21 @@ into OUTPUT, whose datasets equal a single process's byte for byte.
 import glob
 import json
 import os
+import shutil
 import sys
 import time
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence
 
 import h5py
 import numpy
 from tqdm import tqdm
 
 from ..errors import EmbedInputError
-from ..io import atomic_path, write_json_atomic
+from ..io import HDF5_READ_ERRORS, atomic_path, is_disk_full, one_line_reason, parse_json, write_json_atomic
 
 # torch is imported where a command runs, not here: `--help` stays fast.
 if TYPE_CHECKING:
@@ -36,6 +38,13 @@ LAYER_CHOICES = ("all", "top", "average")
 CHECKPOINT_SECONDS = 30.0
 # Seconds between process 0's looks for the other processes' finished parts.
 MERGE_POLL_SECONDS = 2.0
+# Seconds process 0 waits for parts whose files do not change before it gives up
+# (their processes were never started, or died).
+MERGE_STALL_SECONDS = 600.0
+# Free bytes kept beyond what a write needs: room for HDF5's metadata, flushed at
+# checkpoints and at close (a write that fills the disk leaves h5py in a state that
+# can end in a segfault, so embed stops before it).
+SPARE_BYTES = 8 << 20
 
 
 @dataclass
@@ -120,8 +129,8 @@ def _start_afresh(*files: Path) -> str:
 def read_progress(progress_file: Path, partial: Path) -> Dict:
     """An unfinished run's progress file, or an error naming it if it is damaged."""
     try:
-        saved = json.loads(progress_file.read_text(encoding="utf8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        saved = parse_json(progress_file.read_text(encoding="utf8"))
+    except (UnicodeDecodeError, ValueError) as err:
         raise EmbedInputError(f"{progress_file} is damaged ({err}): {_start_afresh(progress_file, partial)}") from None
     done = saved.get("done_batches") if isinstance(saved, dict) else None
     if not (isinstance(done, int) and not isinstance(done, bool) and done >= 0):
@@ -134,12 +143,13 @@ def read_progress(progress_file: Path, partial: Path) -> Dict:
 def check_partial(partial: Path, progress_file: Path) -> None:
     """The unfinished output opens as HDF5 (a damaged one fails here, naming it, not midway)."""
     try:
-        with h5py.File(partial, "r"):
-            pass
-    except OSError:
+        with h5py.File(partial, "r") as out:
+            list(out)  # its root group's metadata too
+    except HDF5_READ_ERRORS as err:
         raise EmbedInputError(
-            f"{partial} is damaged (not a readable HDF5 file): {_start_afresh(partial, progress_file)}"
-        ) from None
+            f"{partial} is damaged (not a readable HDF5 file: {one_line_reason(err)}): "
+            f"{_start_afresh(partial, progress_file)}"
+        ) from err
 
 
 def load_states(bilm: "ElmoBiLM", state_file: Path, partial: Path, progress_file: Path) -> None:
@@ -152,9 +162,8 @@ def load_states(bilm: "ElmoBiLM", state_file: Path, partial: Path, progress_file
             f"{state_file} is missing (a stateful run's state): {_start_afresh(partial, progress_file)}"
         ) from None
     except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile) as err:  # not an .npz, truncated
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise EmbedInputError(
-            f"{state_file} is damaged ({reason}): {_start_afresh(state_file, partial, progress_file)}"
+            f"{state_file} is damaged ({one_line_reason(err)}): {_start_afresh(state_file, partial, progress_file)}"
         ) from None
 
 
@@ -162,8 +171,48 @@ def write_sentence_index(out: h5py.File, lines: Sequence[str]) -> None:
     """AllenNLP's ``sentence_to_index``: one JSON map from sentence text to dataset name."""
     if "sentence_to_index" in out:
         del out["sentence_to_index"]
+    text = json.dumps({line.strip(): str(i) for i, line in enumerate(lines)})
+    require_space(Path(out.filename), len(text.encode("utf8")))
     index_dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
-    index_dataset[0] = json.dumps({line.strip(): str(i) for i, line in enumerate(lines)})
+    index_dataset[0] = text
+
+
+def _no_space(path: Path) -> str:
+    return (
+        f"no space left on device for {path}: free some (or give an OUTPUT_FILE elsewhere) and rerun "
+        "the same command: it resumes from the last checkpoint"
+    )
+
+
+def require_space(path: Path, nbytes: int) -> None:
+    """Stop, with one line, before a write of ``nbytes`` would leave less than SPARE_BYTES free."""
+    free = shutil.disk_usage(path.parent).free
+    if free < nbytes + SPARE_BYTES:
+        mib = 1 << 20
+        raise EmbedInputError(
+            f"{_no_space(path)} ({free / mib:.1f} MiB free; the next write needs {nbytes / mib:.1f} MiB "
+            f"and embed keeps {SPARE_BYTES // mib} MiB spare)"
+        )
+
+
+@contextmanager
+def disk_full_as_one_line(path: Path) -> Iterator[None]:
+    """A full disk met anyway (another writer took the space) as one line, not h5py's
+    tracebacks: OSError ENOSPC, or h5py's RuntimeError/OSError quoting errno 28."""
+    try:
+        yield
+    except (OSError, RuntimeError) as err:
+        if not (is_disk_full(err) or "errno = 28" in str(err) or "No space left on device" in str(err)):
+            raise
+        raise EmbedInputError(_no_space(path)) from err
+
+
+def write_batch(out: h5py.File, batch: Sequence[int], vectors: Sequence[numpy.ndarray], layers: str) -> None:
+    """One batch's datasets, once the disk has room for them."""
+    arrays = [select_layers(array, layers).astype(numpy.float32) for array in vectors]
+    require_space(Path(out.filename), sum(a.nbytes for a in arrays) + 4096 * len(arrays))  # 4 KiB: headers
+    for index, array in zip(batch, arrays):
+        out.create_dataset(str(index), data=array)
 
 
 def embed_batches(
@@ -186,18 +235,20 @@ def embed_batches(
         disable=not progress,
         file=sys.stderr,
     )
-    with h5py.File(partial, "a") as out:
-        # Batches written after the last checkpoint are redone.
-        for batch in plan.batches[done_batches:]:
-            for index in batch:
-                if str(index) in out:
-                    del out[str(index)]
-        _embed_remaining(out, output_file, bilm, plan, done_batches, bar)
-        if lines_to_index is not None:
-            write_sentence_index(out, lines_to_index)
-        else:
-            out.attrs["run"] = json.dumps(plan.run_id, sort_keys=True)
-    bar.close()
+    # The bar is closed however the run ends: an error then starts a line of its own.
+    with bar, disk_full_as_one_line(partial):
+        require_space(partial, 0)
+        with h5py.File(partial, "a") as out:
+            # Batches written after the last checkpoint are redone.
+            for batch in plan.batches[done_batches:]:
+                for index in batch:
+                    if str(index) in out:
+                        del out[str(index)]
+            _embed_remaining(out, output_file, bilm, plan, done_batches, bar)
+            if lines_to_index is not None:
+                write_sentence_index(out, lines_to_index)
+            else:
+                out.attrs["run"] = json.dumps(plan.run_id, sort_keys=True)
     os.replace(partial, output_file)
     progress_path(output_file).unlink(missing_ok=True)
     remove_states(output_file)
@@ -230,8 +281,7 @@ def _embed_remaining(
         vectors = bilm.embed_batch(
             [sentences[i] for i in batch], stateful=plan.stateful, max_length=plan.max_length or None
         )
-        for index, array in zip(batch, vectors):
-            out.create_dataset(str(index), data=select_layers(array, plan.layers).astype(numpy.float32))
+        write_batch(out, batch, vectors, plan.layers)
         bar.update(len(batch))
         if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS or number == len(batches) - 1:
             stateful_bilm = bilm if plan.stateful else None
@@ -267,29 +317,60 @@ def finished_part(path: Path, run_id: Dict) -> bool:
     try:
         with h5py.File(path, "r") as part:
             return part.attrs.get("run") == json.dumps(run_id, sort_keys=True)
-    except OSError:
+    except HDF5_READ_ERRORS:  # damaged (a kill mid-write): redone
         return False
+
+
+def wait_for_parts(output_file: Path, parts: List[Path], run_id: Dict, progress: bool) -> None:
+    """Until every part is finished; an error once the unfinished ones' files have not
+    changed for MERGE_STALL_SECONDS."""
+    waiting = [p for p in parts if not finished_part(p, run_id)]
+    if waiting and progress:
+        print(f"waiting for {len(waiting)} other process(es) to finish their parts", file=sys.stderr, flush=True)
+    seen, since = _last_changes(waiting), time.monotonic()
+    while waiting:
+        time.sleep(MERGE_POLL_SECONDS)
+        waiting = [p for p in waiting if not finished_part(p, run_id)]
+        changes = _last_changes(waiting)
+        if changes != seen:
+            seen, since = changes, time.monotonic()
+        elif waiting and time.monotonic() - since > MERGE_STALL_SECONDS:
+            ranks = ", ".join(str(parts.index(p)) for p in waiting)
+            raise EmbedInputError(
+                f"waited {MERGE_STALL_SECONDS:g} s for process {ranks}'s part of {output_file} "
+                f"(WORLD_SIZE={len(parts)}), and it wrote nothing meanwhile: was it started, by torchrun "
+                "(which sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT for each)? "
+                "Rerun the same command: finished parts are kept"
+            )
+
+
+def _last_changes(parts: List[Path]) -> List[Optional[int]]:
+    """When each part's files (the part, its partial and progress files) last changed."""
+    times: List[Optional[int]] = []
+    for part in parts:
+        for path in (part, partial_path(part), progress_path(part)):
+            try:
+                times.append(path.stat().st_mtime_ns)
+            except FileNotFoundError:
+                times.append(None)
+    return times
 
 
 def merge_parts(output_file: Path, lines: Sequence[str], run_id: Dict, world: int, progress: bool = True) -> None:
     """Process 0's last step: wait for every process's finished part of this run, copy
     their datasets into ``output_file`` in line order, then remove the parts."""
     parts = [part_path(output_file, rank, world) for rank in range(world)]
-    waiting = [p for p in parts if not finished_part(p, run_id)]
-    if waiting and progress:
-        print(f"waiting for {len(waiting)} other process(es) to finish their parts", file=sys.stderr, flush=True)
-    while waiting:
-        time.sleep(MERGE_POLL_SECONDS)
-        waiting = [p for p in waiting if not finished_part(p, run_id)]
+    wait_for_parts(output_file, parts, run_id, progress)
     partial = partial_path(output_file)
     sources = [h5py.File(p, "r") for p in parts]
     try:
-        with h5py.File(partial, "w") as out:
+        with disk_full_as_one_line(partial), h5py.File(partial, "w") as out:
             for index in range(len(lines)):
                 name = str(index)
                 source = next((s for s in sources if name in s), None)
                 if source is None:
                     raise EmbedInputError(f"line {index + 1} is in none of the parts {parts[0].name}..: rerun")
+                require_space(partial, source[name].nbytes + 4096)
                 out.create_dataset(name, data=source[name][...])
             write_sentence_index(out, lines)
     finally:

@@ -41,6 +41,8 @@ def pretrain_command(
     except ElmoError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)
+    except KeyboardInterrupt:  # pretrain has said where its last checkpoint is
+        raise typer.Exit(code=130)
     if summary["rank"] == 0:
         dev = summary["dev_perplexity"]
         if dev and "mean_loss" in dev:
@@ -51,6 +53,7 @@ def pretrain_command(
                 if dev
                 else ""
             )
+        dev_text += f" on {summary['dev_scored']}" if dev else ""
         typer.echo(f"trained to step {summary['steps']}{dev_text}; biLM in {output_dir}", err=True)
 
 
@@ -77,7 +80,10 @@ def perplexity_command(
     except ElmoError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)
-    scored = f"{result['sentences']} sentences, {result['predictions_per_direction']} predictions per direction"
+    scored = (
+        f"all {result['sentences']:,} sentences of {text}, {result['predictions_per_direction']:,} "
+        "predictions per direction"
+    )
     if "mean_loss" in result:
         typer.echo(
             "no perplexity: this biLM was trained with continuous outputs (vmf), which give no word "

@@ -20,7 +20,7 @@ from spacy.tokens import Doc
 from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2torch
 from thinc.types import Floats3d
 
-from ..bilm import ElmoBiLM, ElmoOptions, batch_char_ids
+from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.model import iter_embedded, length_batches, sentence_layers
 from ..bilm.precision import check_precision
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
@@ -247,7 +247,7 @@ def _run_segments(model: BilmModel, bilm: ElmoBiLM, segments: List[Segment], tex
     computed = iter_embedded(
         keys,
         length_batches([len(key) for key in keys]),
-        bilm.options.max_characters_per_token,
+        bilm.batch_ids,
         lambda ids, lengths: wrapper.predict((ids, lengths)),
     )
     for i, output in computed:
@@ -281,7 +281,7 @@ def _forward_with_gradients(model: BilmModel, bilm: ElmoBiLM, docs, segments, te
     """Fine-tuning: one autograd batch, no cache (the weights are about to change)."""
     if not segments:
         return [model.ops.alloc3f(model.get_dim("nL"), 0, model.get_dim("nO")) for _ in docs], _no_gradient
-    ids, lengths = batch_char_ids(texts, bilm.options.max_characters_per_token)
+    ids, lengths = bilm.batch_ids(texts)
     layers, backprop_layers = model.layers[0]((ids, lengths), is_train=True)
     outputs = [sentence_layers(layers, k, lengths[k]) for k in range(len(segments))]
     doc_outputs = _assemble(model, docs, segments, outputs)

@@ -14,6 +14,7 @@ import srsly
 import torch
 
 from ..bilm import ElmoBiLM, ElmoOptions
+from ..bilm.efml_model import EfmlBiLM
 from ..bilm.weights import checked_array
 from ..errors import ElmoWeightsError
 from ..io import arrays_sha256
@@ -29,8 +30,16 @@ def serialize_bilm(bilm: Any) -> bytes:
     lossless = all(torch.equal(value.half().float(), value) for value in state.values())
     dtype = torch.float16 if lossless else torch.float32
     arrays = {name: value.to(dtype).numpy() for name, value in state.items()}
-    options = bilm.options.to_dict()
-    return srsly.msgpack_dumps({"options": options, "arrays": arrays, "sha256": arrays_sha256(arrays, options)})
+    msg: Dict[str, Any] = {"options": bilm.options.to_dict(), "arrays": arrays}
+    if isinstance(bilm, EfmlBiLM):  # its network config and vocabularies travel with it
+        msg["efml"] = bilm.saved_spec()
+    msg["sha256"] = arrays_sha256(arrays, _checked_header(msg))
+    return srsly.msgpack_dumps(msg)
+
+
+def _checked_header(msg: Dict[str, Any]) -> Any:
+    """What the sha256 covers beside the arrays: the options (and an EFML biLM's settings)."""
+    return [msg["options"], msg["efml"]] if "efml" in msg else msg["options"]
 
 
 def deserialize_bilm(current: Any, data: bytes, device: "torch.device") -> Any:
@@ -42,8 +51,11 @@ def deserialize_bilm(current: Any, data: bytes, device: "torch.device") -> Any:
         raise ElmoWeightsError("the saved biLM is damaged (no options in it)")
     if msg["options"] is None:
         return current
-    options = ElmoOptions.from_dict(msg["options"], source="the saved biLM")
-    bilm = current if isinstance(current, ElmoBiLM) and current.options == options else ElmoBiLM(options)
+    if "efml" in msg:
+        bilm: ElmoBiLM = EfmlBiLM.from_saved_spec(msg["efml"], "the saved biLM")
+    else:
+        options = ElmoOptions.from_dict(msg["options"], source="the saved biLM")
+        bilm = current if isinstance(current, ElmoBiLM) and current.options == options else ElmoBiLM(options)
     if "arrays" in msg:
         arrays = msg["arrays"]
         _verify_sha256(msg)
@@ -60,7 +72,7 @@ def _verify_sha256(msg: Dict[str, Any]) -> None:
         return
     if not all(isinstance(array, numpy.ndarray) for array in arrays.values()):
         return  # not arrays: _checked_state names the culprit
-    if arrays_sha256(arrays, msg["options"]) != msg["sha256"]:
+    if arrays_sha256(arrays, _checked_header(msg)) != msg["sha256"]:
         raise ElmoWeightsError("the saved biLM fails its sha256 check (its bytes changed after it was saved)")
 
 

@@ -5,57 +5,97 @@ Kept in ``doc.user_data`` as plain arrays:
 * ``layers``: all ``(L+1, n, 2P)`` layers (store="all"), float32 or float16;
 * ``mix``: only the token mix ``(n, 2P)`` (store="mix");
 * ``token_mix``: the layer weights behind ``token._.elmo``;
-* ``pending``: a full-precision copy for downstream listeners when the stored
-  form is not (float16, mix only, or nothing stored); each listening
-  component takes it once and the last one frees it.
+* ``source``: the name of the elmo component that wrote the three above (with
+  two elmo components, the later one's are what the doc shows);
+Held for the listeners, outside ``doc.user_data`` (``held_for_listeners``): per
+elmo component that has listeners, ``[layers, reads left]``: its full-precision
+layers for them when the stored form is not (float16, mix only, or nothing
+stored; None: the stored float32 layers, which another elmo component replacing
+them moves here). Each of its listeners takes them once and the last one frees
+them, so a listener reads its own upstream's layers. Not in ``user_data``, which
+``DocBin`` and ``spacy apply`` write out: a doc whose listening component was
+disabled carries no copy and no count to disk, and a GPU copy never meets msgpack.
 """
 
-from typing import Any, Callable, List, Optional, Sequence
+import math
+import weakref
+from numbers import Real
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy
 from spacy.tokens import Doc
 from thinc.api import get_array_module
 
+from ..errors import ElmoError
+
 # Any: spaCy's stub types doc.user_data as Dict[str, Any], though spaCy keys it by tuples too.
 KEY_LAYERS: Any = ("spacy_elmo", "layers")
 KEY_MIX: Any = ("spacy_elmo", "mix")
 KEY_TOKEN_MIX: Any = ("spacy_elmo", "token_mix")
-KEY_PENDING: Any = ("spacy_elmo", "pending")
+KEY_SOURCE: Any = ("spacy_elmo", "source")
 STORE_CHOICES = ("all", "mix", "none")
+# A doc's entry goes with the doc (weak keys).
+# Where spacy-elmo 0.2.0 kept the held layers, in user_data (DocBin wrote them out).
+LEGACY_KEY_PENDING: Any = ("spacy_elmo", "pending")
+_HELD: "weakref.WeakKeyDictionary[Doc, Dict[Any, list]]" = weakref.WeakKeyDictionary()
 DTYPE_CHOICES = ("float32", "float16")
 
 
+def check_token_mix(token_mix: Optional[Sequence[float]]) -> None:
+    """Layer weights: finite non-negative numbers, not all 0 (None: the plain average)."""
+    if token_mix is None:
+        return
+    numbers = isinstance(token_mix, (list, tuple)) and all(
+        isinstance(w, Real) and not isinstance(w, bool) and math.isfinite(w) for w in token_mix
+    )
+    if not numbers or not any(w > 0 for w in token_mix) or any(w < 0 for w in token_mix):
+        raise ElmoError(f"elmo token_mix must be non-negative layer weights with a positive sum, got {token_mix!r}")
+
+
+def check_token_mix_length(token_mix: Optional[Sequence[float]], n_layers: int) -> None:
+    """One weight per layer of the biLM (known once its weights are)."""
+    if token_mix is not None and len(token_mix) != n_layers:
+        raise ElmoError(
+            f"elmo token_mix has {len(token_mix)} weights, but the biLM gives {n_layers} layers (the token "
+            f"layer and {n_layers - 1} LSTM layers): give {n_layers} weights, or null for the plain average"
+        )
+
+
 def token_mix_weights(token_mix: Optional[Sequence[float]], n_layers: int) -> List[float]:
-    """Normalised layer weights; None means the plain average."""
+    """Normalised layer weights; None means the plain average. Scaled by the largest first,
+    so weights whose sum overflows (1e308 + 1e308) still mix rather than all become 0."""
     if token_mix is None:
         return [1.0 / n_layers] * n_layers
-    return [float(w) / float(sum(token_mix)) for w in token_mix]
+    check_token_mix_length(token_mix, n_layers)
+    largest = max(float(w) for w in token_mix)
+    scaled = [float(w) / largest for w in token_mix]
+    return [w / sum(scaled) for w in scaled]
 
 
 def store_doc_layers(
     doc: Doc,
     layers,
     *,
+    source: str,
     store: str,
     dtype: str,
     token_mix: List[float],
     n_listeners: int,
 ) -> None:
-    """Annotate one doc with its ``(L+1, n, 2P)`` float32 layers. Unless they are stored as
-    they are, the doc holds them for ``n_listeners`` reads (``layers_for_listener``): one per
+    """Annotate one doc with the ``(L+1, n, 2P)`` float32 layers of the elmo component named
+    ``source``; the doc holds them for ``n_listeners`` reads (``layers_for_listener``): one per
     listener, and a component may have two (ELMo at its encoder's input and output)."""
-    for key in (KEY_LAYERS, KEY_MIX, KEY_PENDING):
-        doc.user_data.pop(key, None)
+    _clear_stored(doc, source)
     stored = None
     if store == "all":
-        stored = doc.user_data[KEY_LAYERS] = _to_numpy(layers).astype(dtype, copy=False)
+        stored = doc.user_data[KEY_LAYERS] = _to_numpy(layers).astype(dtype, copy=False)  # float32: no copy
     elif store == "mix":
         doc.user_data[KEY_MIX] = token_mix_reducer(token_mix, dtype)(layers)
     doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
-    # Listeners read the layers where the biLM left them (on a GPU: the device copy; only
-    # what the Doc stores goes to the host). On the CPU float32 "all" is that array itself.
-    if n_listeners and stored is not layers:
-        doc.user_data[KEY_PENDING] = [layers, n_listeners]
+    if n_listeners:
+        # Listeners read the layers where the biLM left them (on a GPU: the device copy; only
+        # what the Doc stores goes to the host). None: the stored float32 layers are that array.
+        _HELD.setdefault(doc, {})[source] = [None if stored is layers else layers, n_listeners]
 
 
 def token_mix_reducer(token_mix: List[float], dtype: str) -> Callable[[Any], numpy.ndarray]:
@@ -76,14 +116,20 @@ def layers_reducer(dtype: str) -> Callable[[Any], numpy.ndarray]:
 
 
 def store_doc_reduced(
-    doc: Doc, reduced: Optional[numpy.ndarray], *, store: str, dtype: str, token_mix: List[float], shape: Sequence[int]
+    doc: Doc,
+    reduced: Optional[numpy.ndarray],
+    *,
+    source: str,
+    store: str,
+    dtype: str,
+    token_mix: List[float],
+    shape: Sequence[int],
 ) -> None:
     """Annotate a doc as ``store_doc_layers`` does when no listener needs its float32 layers,
     from its pieces as the reducer left them, token-major (``layers_reducer``: store="all";
     ``token_mix_reducer``: store="mix"), or from nothing (store="none"). ``shape`` is one
     token's stored shape: ``(L+1, 2P)`` for "all", ``(2P,)`` for "mix"."""
-    for key in (KEY_LAYERS, KEY_MIX, KEY_PENDING):
-        doc.user_data.pop(key, None)
+    _clear_stored(doc, source)
     if store != "none":
         if reduced is None:  # an empty doc
             reduced = numpy.zeros((len(doc), *shape), dtype=dtype)
@@ -94,18 +140,46 @@ def store_doc_reduced(
     doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
 
 
-def layers_for_listener(doc: Doc):
-    """The layers a downstream listener should use, or None if the doc has none."""
-    stored = doc.user_data.get(KEY_LAYERS)
-    pending = doc.user_data.get(KEY_PENDING)
-    if pending is None:
-        return stored
-    layers, left = pending
+def _clear_stored(doc: Doc, source: str) -> None:
+    """Make room for ``source``'s annotation: the stored form goes, and what ``source``
+    held for its listeners, but not what another elmo component holds for its own."""
+    pending = _HELD.get(doc, {})
+    pending.pop(source, None)
+    previous = pending.get(doc.user_data.get(KEY_SOURCE))
+    if previous is not None and previous[0] is None:  # its listeners read the stored layers: keep them
+        previous[0] = doc.user_data.get(KEY_LAYERS)
+    if not pending:
+        _HELD.pop(doc, None)
+    doc.user_data.pop(LEGACY_KEY_PENDING, None)  # a doc annotated (or saved) by spacy-elmo 0.2.0
+    doc.user_data.pop(KEY_LAYERS, None)
+    doc.user_data.pop(KEY_MIX, None)
+    doc.user_data[KEY_SOURCE] = source
+
+
+def layers_for_listener(doc: Doc, source: Optional[str] = None):
+    """The layers a listener of the elmo component ``source`` should use (None: of the one
+    that wrote the doc's stored layers), or None if the doc has none of that component's."""
+    stored_by = doc.user_data.get(KEY_SOURCE)
+    source = source or stored_by
+    pending = _HELD.get(doc, {})
+    held = pending.get(source)
+    if held is None:  # every listener took its read, or a doc saved with its layers
+        return doc.user_data.get(KEY_LAYERS) if stored_by in (None, source) else None
+    layers, left = held
+    if layers is None:  # the stored float32 layers are the full-precision ones
+        layers = doc.user_data.get(KEY_LAYERS)
     if left <= 1:
-        del doc.user_data[KEY_PENDING]
+        del pending[source]
+        if not pending:
+            del _HELD[doc]
     else:
-        pending[1] = left - 1
+        held[1] = left - 1
     return layers
+
+
+def held_for_listeners(doc: Doc) -> Dict[Any, list]:
+    """What the doc holds for listeners still to read it, per elmo component (a copy)."""
+    return dict(_HELD.get(doc, {}))
 
 
 def stored_layers(doc: Doc):

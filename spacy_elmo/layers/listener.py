@@ -61,19 +61,23 @@ def build_listener(mix: MixModel, upstream: str = "*", grad_factor: float = 0.0)
         init=listener_init,
         layers=[mix],
         dims={"nO": mix.maybe_get_dim("nO"), "nL": mix.maybe_get_dim("nL")},
-        # listening_component: set by the producer; saved, so a pipeline loaded without it can still name it.
+        # listening_component and producer (the elmo component it reads): set by the producer;
+        # saved, so a pipeline loaded without it can still name it.
         attrs={
             "upstream_name": upstream,
             "grad_factor": grad_factor,
             "listening_component": "",
+            "producer": "",
             "_state": _ListenerState(),
         },
     )
 
 
-def name_listener(listener: ListenerModel, component: str) -> None:
-    """Which component this listener feeds (for its messages)."""
+def name_listener(listener: ListenerModel, component: str, producer: str) -> None:
+    """Which component this listener feeds (for its messages), and which elmo component's
+    layers it reads from a doc (with upstream "*", the last elmo component before it)."""
     listener.attrs["listening_component"] = component
+    listener.attrs["producer"] = producer
 
 
 def is_listener(model: Model) -> bool:
@@ -120,8 +124,10 @@ def learned_mix(model: Model) -> Dict[str, Any]:
 def listener_init(model: ListenerModel, X: Optional[List[Doc]] = None, Y=None) -> None:
     mix = model.layers[0]
     if not model.has_dim("nO") or not model.has_dim("nL"):
+        upstream = model.attrs["upstream_name"]
+        producer = "'elmo'" if upstream == "*" else repr(upstream)
         raise ElmoError(
-            "an ELMo listener does not know the biLM's size: put the 'elmo' component (with its "
+            f"an ELMo listener does not know the biLM's size: put the {producer} component (with its "
             "weights) before the components that listen to it, or give the listener width and n_layers"
         )
     set_listener_dims(model, model.get_dim("nL"), model.get_dim("nO"))
@@ -150,7 +156,7 @@ def listener_forward(model: ListenerModel, docs: List[Doc], is_train: bool) -> T
             return []
 
         return mixed, backprop
-    layers = [layers_for_listener(doc) for doc in docs]
+    layers = [layers_for_listener(doc, model.attrs.get("producer")) for doc in docs]
     if is_train and any(layer is None and len(doc) for layer, doc in zip(layers, docs)):
         raise ElmoError(
             "an ELMo listener found no ELMo layers on a training doc: the 'elmo' component neither ran "

@@ -35,6 +35,8 @@ from ..layers.bilm_model import (
 from ..layers.doc_data import (
     DTYPE_CHOICES,
     STORE_CHOICES,
+    check_token_mix,
+    check_token_mix_length,
     layers_reducer,
     store_doc_layers,
     store_doc_reduced,
@@ -155,8 +157,9 @@ class ElmoComponent(TrainablePipe):
             raise ElmoError(f"elmo store must be one of {STORE_CHOICES}, got {store!r}")
         if store_dtype not in DTYPE_CHOICES:
             raise ElmoError(f"elmo store_dtype must be one of {DTYPE_CHOICES}, got {store_dtype!r}")
-        if token_mix is not None and (not token_mix or any(w < 0 for w in token_mix) or sum(token_mix) <= 0):
-            raise ElmoError(f"elmo token_mix must be non-negative layer weights with a positive sum, got {token_mix!r}")
+        check_token_mix(token_mix)
+        if isinstance(cache_size_mb, bool) or not isinstance(cache_size_mb, (int, float)):
+            raise ElmoError(f"elmo cache_size_mb must be a number of megabytes (0: no cache), got {cache_size_mb!r}")
         check_weight_pairing(options_file, weight_file, bilm_dir)
         self.vocab = vocab
         self.model = model
@@ -188,7 +191,7 @@ class ElmoComponent(TrainablePipe):
         self.listener_map.setdefault(component_name, [])
         if listener not in self.listener_map[component_name]:
             self.listener_map[component_name].append(listener)
-        name_listener(listener, component_name)
+        name_listener(listener, component_name, self.name)
         if self.has_weights:
             set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"))
 
@@ -254,6 +257,8 @@ class ElmoComponent(TrainablePipe):
         finally:
             self.cfg.update(settings)
             self.model.attrs.update(attrs)
+        if with_model:
+            self._check_token_mix()
 
     @property
     def trains_bilm(self) -> bool:
@@ -294,6 +299,11 @@ class ElmoComponent(TrainablePipe):
         set_bilm(self.model, bilm)
         for listener in self.listeners:
             set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"))
+        self._check_token_mix()
+
+    def _check_token_mix(self) -> None:
+        """token_mix's length, once the weights say how many layers there are."""
+        check_token_mix_length(self.cfg["token_mix"], self.model.get_dim("nL"))
 
     # -- the pipe API -------------------------------------------------------------
     def initialize(
@@ -307,6 +317,8 @@ class ElmoComponent(TrainablePipe):
         else the component's own options_file/weight_file/bilm_dir, else the bundled
         default English biLM (``spacy_elmo/data/default_bilm``)."""
         validate_get_examples(get_examples, "ElmoComponent.initialize")
+        if nlp is not None:
+            check_upstream_names(nlp)
         self._refuse_inference_only_fine_tuning()
         if weights is not None:
             self._set_weights(weights())
@@ -360,7 +372,9 @@ class ElmoComponent(TrainablePipe):
         reducers = {"all": layers_reducer(dtype), "mix": token_mix_reducer(token_mix, dtype), "none": None}
         shapes = {"all": (n_layers, width), "mix": (width,), "none": ()}
         for doc, reduced in zip(docs, predict_reduced(self.model, docs, reducers[store])):
-            store_doc_reduced(doc, reduced, store=store, dtype=dtype, token_mix=token_mix, shape=shapes[store])
+            store_doc_reduced(
+                doc, reduced, source=self.name, store=store, dtype=dtype, token_mix=token_mix, shape=shapes[store]
+            )
 
     def set_annotations(self, docs: Sequence[Doc], layers: List[Floats3d]) -> None:
         token_mix = token_mix_weights(self.cfg["token_mix"], self.model.get_dim("nL"))
@@ -368,11 +382,17 @@ class ElmoComponent(TrainablePipe):
             store_doc_layers(
                 doc,
                 doc_layers,
+                source=self.name,
                 store=self.cfg["store"],
                 dtype=self.cfg["store_dtype"],
                 token_mix=token_mix,
-                n_listeners=len(self.listeners),
+                n_listeners=self._readers(),
             )
+
+    def _readers(self) -> int:
+        """How many listeners read this component's layers from a doc: a "*" listener that
+        two elmo components link reads the later one's (name_listener), so the earlier holds none for it."""
+        return sum(1 for listener in self.listeners if listener.attrs.get("producer") == self.name)
 
     def update(
         self,
@@ -422,6 +442,22 @@ class ElmoComponent(TrainablePipe):
 
     def add_label(self, label: str) -> int:
         raise NotImplementedError("the elmo component has no labels")
+
+
+def check_upstream_names(nlp: Language) -> None:
+    """A listener whose upstream names no elmo component meets none, and would be told to put
+    'elmo' before it though it is there: say the name is unknown, and name the elmo components."""
+    producers = [name for name, pipe in nlp.components if isinstance(pipe, ElmoComponent)]
+    for name, pipe in nlp.pipeline:
+        model = getattr(pipe, "model", None)
+        for node in model.walk() if isinstance(model, Model) else ():
+            upstream = node.attrs["upstream_name"] if is_listener(node) else "*"
+            if upstream not in ("*", *producers):
+                raise ElmoError(
+                    f"the ELMo listener of {name!r} listens to upstream {upstream!r}, but no elmo component "
+                    f"has that name (this pipeline's elmo components: {', '.join(map(repr, producers))}): set "
+                    'the listener\'s upstream to one of them, or to "*" for the elmo component before it'
+                )
 
 
 def _ignore_gradient(d_layers: Optional[List[Floats3d]]) -> None:

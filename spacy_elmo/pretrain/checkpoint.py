@@ -21,6 +21,7 @@ from .config import (
     schedule_change_error,
     widen_model,
 )
+from .failures import check_finite_weights
 from .optim import with_step_implementation
 from .outputs import (
     CHECKPOINT_KEYS,
@@ -121,7 +122,8 @@ def restore(run: Run, saved: Config) -> None:
 
 
 def save(run: Run) -> None:
-    """Checkpoint, and the biLM, softmax and curve as they are now."""
+    """Checkpoint, and the biLM, softmax and curve as they are now (finite weights only)."""
+    check_finite_weights(run)  # in every process: they hold the same weights, and stop together
     rng = run.dist.gather(_rng_state(run.device))
     # Tokens of steps not yet logged count too: a resumed run starts a fresh log window.
     pending = int(run.dist.sum(run.window.tokens)[0])

@@ -38,7 +38,7 @@ vocab = null
 
 [system]
 seed = 0
-# torch threads; 0 keeps torch's default.
+# torch threads; 0: OMP_NUM_THREADS if set, else the cores not busy (by the load average), at least 1.
 threads = 0
 
 [corpus]

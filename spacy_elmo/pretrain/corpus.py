@@ -10,6 +10,7 @@ arrays of type ids, and each type's character ids are computed once.
 """
 
 import hashlib
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
@@ -159,11 +160,30 @@ def _paragraphs(path: Path) -> Iterator[str]:
 
 def _paragraph_sentences(path: Path, lang: str) -> Iterator[List[str]]:
     nlp = _sentence_splitter(lang)
-    for doc in nlp.pipe(_paragraphs(path), batch_size=64):
+    texts = (piece for paragraph in _paragraphs(path) for piece in split_paragraph(paragraph, nlp.max_length))
+    for doc in nlp.pipe(texts, batch_size=64):
         for sent in doc.sents:
             tokens = [t.text for t in sent if not t.is_space]
             if tokens:
                 yield tokens
+
+
+# Where a paragraph over spaCy's max_length is cut: after a sentence end if there is one.
+_SENTENCE_END = re.compile(r"[.!?]['\")\]]*\s")
+
+
+def split_paragraph(text: str, max_length: int) -> Iterator[str]:
+    """``text`` in pieces of at most ``max_length`` characters (spaCy refuses longer ones, E088),
+    each cut after the piece's last sentence end, else at its last space: a 47 MB line becomes
+    ~1 MB pieces whose sentences are whole but for at most one at each cut. Nothing is dropped."""
+    start = 0
+    while len(text) - start > max_length:
+        window = text[start : start + max_length]
+        ends = [m.end() for m in _SENTENCE_END.finditer(window)]
+        cut = ends[-1] if ends else window.rfind(" ") + 1 or max_length
+        yield window[:cut]
+        start += cut
+    yield text[start:]
 
 
 def _sentence_splitter(lang: str) -> "Language":

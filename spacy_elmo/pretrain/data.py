@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 from confection import Config
@@ -21,6 +21,7 @@ class TrainingData:
     dev: List[numpy.ndarray]
     vocab: Vocabulary
     type_words: numpy.ndarray  # corpus type -> vocabulary id
+    dev_is_all: bool = True  # False: the dev text has more than corpus.max_dev_sentences sentences
 
     def batch(self, sentences: List[numpy.ndarray]):
         return make_batch(sentences, self.corpus.type_chars, self.type_words)
@@ -45,11 +46,7 @@ def read_data(
         max_sentence_length=corpus_cfg["max_sentence_length"],
     )
     train = corpus.read(paths["train"], **read)
-    dev = (
-        corpus.read(paths["dev"], max_sentences=corpus_cfg["max_dev_sentences"], role="dev", **read)
-        if paths["dev"]
-        else []
-    )
+    dev, dev_is_all = read_dev(corpus, paths["dev"], corpus_cfg["max_dev_sentences"], read)
     if resuming:
         vocab = Vocabulary.from_file(output_dir / VOCAB_NAME)
     elif paths["vocab"]:
@@ -65,4 +62,17 @@ def read_data(
     else:
         counts = corpus.type_counts(train)
         vocab = Vocabulary.build(corpus.types, counts, vocab_cfg["min_count"], vocab_cfg["max_size"])
-    return TrainingData(corpus, train, dev, vocab, vocab.ids(corpus.types))
+    return TrainingData(corpus, train, dev, vocab, vocab.ids(corpus.types), dev_is_all)
+
+
+def read_dev(
+    corpus: Corpus, path: Optional[str], max_sentences: int, read: Dict[str, Any]
+) -> Tuple[List[numpy.ndarray], bool]:
+    """The first ``max_sentences`` dev sentences (0: all), and whether they are all of them:
+    one more is read to tell, so each figure can say what it scored."""
+    if not path:
+        return [], True
+    dev = corpus.read(path, max_sentences=max_sentences + 1 if max_sentences else 0, role="dev", **read)
+    if max_sentences and len(dev) > max_sentences:
+        return dev[:max_sentences], False
+    return dev, True

@@ -9,11 +9,12 @@ Under torchrun the group is joined even by a single process (``--nproc_per_node
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, List
+from typing import Any, List, Mapping, Optional, Tuple
 
 import torch
 
 from ..bilm.device import resolve_device
+from ..errors import ElmoError
 
 
 @dataclass
@@ -66,9 +67,37 @@ class Distributed:
             dist.barrier()
 
 
-def launched_by_torchrun() -> bool:
-    """Whether torchrun (or another launcher of its kind) started this process."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1 or "LOCAL_RANK" in os.environ
+# What torchrun sets beside RANK and WORLD_SIZE: all of them mean a torchrun process.
+TORCHRUN_VARIABLES = ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
+def torchrun_share(env: Mapping[str, str] = os.environ) -> Tuple[int, int]:
+    """``(rank, world size)`` of a process that torchrun launched, else ``(0, 1)``.
+    RANK and WORLD_SIZE alone (left over in a shell, set by another launcher) are not
+    torchrun: joining a group there would wait forever for processes that never come."""
+    try:
+        rank, world = int(env.get("RANK", "0")), int(env.get("WORLD_SIZE", "1"))
+    except ValueError as err:
+        raise ElmoError("RANK and WORLD_SIZE (set by torchrun) must be integers") from err
+    if world <= 1:
+        return 0, 1
+    missing = [name for name in TORCHRUN_VARIABLES if name not in env]
+    if missing:
+        raise ElmoError(
+            f"WORLD_SIZE={world} and RANK={rank} are set, but not {', '.join(missing)} that torchrun sets "
+            "beside them: this is not a torchrun process; unset WORLD_SIZE and RANK to run one process, "
+            "or launch it with torchrun"
+        )
+    if not 0 <= rank < world:
+        raise ElmoError(f"RANK {rank} / WORLD_SIZE {world} (set by torchrun) do not fit together")
+    return rank, world
+
+
+def launched_by_torchrun(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether torchrun started this process: every variable it sets is there (so one
+    process of ``--nproc_per_node 1`` counts too); RANK/WORLD_SIZE alone are refused."""
+    _, world = torchrun_share(env)
+    return world > 1 or all(name in env for name in TORCHRUN_VARIABLES)
 
 
 def setup_distributed(device: torch.device) -> Distributed:
@@ -87,6 +116,21 @@ def setup_distributed(device: torch.device) -> Distributed:
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     collective_device = device if device.type == "cuda" else torch.device("cpu")
     return Distributed(dist.get_rank(), dist.get_world_size(), grouped=True, device=collective_device)
+
+
+def choose_threads(setting: int) -> Tuple[Optional[int], str]:
+    """torch's threads for this process, and why: ``system.threads`` when set; else
+    OMP_NUM_THREADS when set (torch follows it); else the cores this process may use less
+    the ones busy (the 1-minute load average), at least 1. torch's default, a thread per
+    core, ran the demo's pretraining 12x slower beside one other job on 2 cores."""
+    if setting:
+        return setting, f"system.threads = {setting}"
+    if os.environ.get("OMP_NUM_THREADS"):
+        return None, f"OMP_NUM_THREADS = {os.environ['OMP_NUM_THREADS']}"
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    threads = max(1, min(cores, cores - round(load)))
+    return threads, f"system.threads = 0: {threads} of {cores} core(s), with a load average of {load:.1f}"
 
 
 def choose_device(device: str) -> torch.device:

@@ -29,12 +29,20 @@ def dev_nll(lm: BidirectionalLM, data: TrainingData) -> Tuple[float, float, int]
     return forward, backward, count
 
 
+def perplexity_of(mean_loss: float) -> float:
+    """exp of a mean loss; inf where that overflows (a diverging run's loss of 710 nats or more)."""
+    try:
+        return math.exp(mean_loss)
+    except OverflowError:
+        return math.inf
+
+
 def perplexities(forward: float, backward: float, count: int) -> Dict[str, float]:
     return {
-        "forward": math.exp(forward / count),
-        "backward": math.exp(backward / count),
+        "forward": perplexity_of(forward / count),
+        "backward": perplexity_of(backward / count),
         # exp of the mean loss: the geometric mean of the two.
-        "mean": math.exp((forward + backward) / (2 * count)),
+        "mean": perplexity_of((forward + backward) / (2 * count)),
         "predictions_per_direction": count,
     }
 

@@ -28,7 +28,7 @@ from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
 from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.weights import write_weights
 from ..errors import PretrainConfigError, PretrainDataError
-from ..io import atomic_path, read_jsonl, write_jsonl_atomic, write_text_atomic
+from ..io import atomic_path, read_jsonl, require_free_space, write_jsonl_atomic, write_text_atomic
 
 CONFIG_NAME = "config.cfg"
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -58,8 +58,22 @@ CONFIG_SECTIONS = ("paths", "system", "corpus", "vocab", "model", "training")
 def save_checkpoint(path: Path, state: Dict[str, Any]) -> None:
     # Through a Python file object: a full disk is then an OSError with its errno
     # (torch's own file writer says only "enforce fail at inline_container.cc").
+    require_free_space(path, tensor_bytes(state))
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         torch.save(state, f)
+
+
+def tensor_bytes(value: Any) -> int:
+    """The bytes of every tensor or array in a (nested) state: about what writing it takes."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, numpy.ndarray):
+        return value.nbytes
+    if isinstance(value, dict):
+        return sum(tensor_bytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(tensor_bytes(v) for v in value)
+    return 0
 
 
 def load_checkpoint(path: Path, required: Sequence[str] = ()) -> Dict[str, Any]:
@@ -116,16 +130,20 @@ def export_bilm(bilm: ElmoBiLM, output_dir: Path, extra_options: Dict[str, Any])
     """options.json + weights.hdf5 in the bilm-tf layout (what ``ElmoBiLM.from_dir`` reads)."""
     options = ElmoOptions.from_dict(bilm.options.to_dict(), source=str(output_dir / OPTIONS_NAME))
     options.extra.update(extra_options)
-    write_weights(bilm.tf_arrays(), output_dir / WEIGHTS_NAME)  # atomic itself
+    arrays = bilm.tf_arrays()
+    require_free_space(output_dir / WEIGHTS_NAME, tensor_bytes(arrays))  # h5py may crash on a full disk
+    write_weights(arrays, output_dir / WEIGHTS_NAME)  # atomic itself
     options.to_file(output_dir / OPTIONS_NAME)  # atomic too
 
 
 def export_softmax(head: LmHead, path: Path) -> None:
+    arrays = head_arrays(head)
+    require_free_space(path, tensor_bytes(arrays))
     with atomic_path(path) as tmp:
         with h5py.File(tmp, "w") as f:
             f.attrs["kind"] = head.kind
             f.attrs["settings"] = json.dumps(head.settings())
-            for name, array in head_arrays(head).items():
+            for name, array in arrays.items():
                 f.create_dataset(name, data=array)
 
 

@@ -10,12 +10,11 @@ position; ``checkpoint.py``), provided the config differs only in settings a
 resume may change (``max_steps``, logging and checkpoint intervals, ...).
 """
 
-import math
 import time
 import warnings
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 import torch
@@ -27,17 +26,18 @@ from ..bilm.language_model import BidirectionalLM
 from ..bilm.lm_head import NORMALISED_KINDS, build_lm_head
 from ..bilm.precision import native_bf16, native_cpu_bf16
 from ..errors import PretrainDataError
-from ..io import append_jsonl, is_disk_full
+from ..io import append_jsonl
 from .batches import epoch_batches
 from .checkpoint import resolve_config, restore, save
 from .config import Schedule, model_options
 from .corpus import inputs_sha256
 from .data import read_data
-from .distributed import choose_device, setup_distributed
-from .evaluation import dev_nll, dev_record, held_out_figures, unknown_rate_warning
+from .distributed import choose_device, choose_threads, setup_distributed
+from .evaluation import dev_nll, dev_record, held_out_figures, perplexity_of, unknown_rate_warning
+from .failures import Sitting, check_finite_loss, output_lock, prepare_output_dir, said_in_one_line
 from .optim import make_optimizer
 from .optim import with_step_implementation as with_step_implementation  # re-exported: tests import it from here
-from .outputs import CHECKPOINT_NAME, CONFIG_NAME, CURVE_NAME, METRICS_NAME, VOCAB_NAME, write_config
+from .outputs import CONFIG_NAME, CURVE_NAME, METRICS_NAME, VOCAB_NAME, write_config
 from .run import LogWindow, Run, say
 from .target_vectors import target_vectors
 from .vocab import Vocabulary
@@ -123,12 +123,19 @@ def make_autocast(run: Run):
     return torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
 
 
-def start_run(config: Config, output_dir: Path, device: str) -> Tuple[Run, Optional[WarmStart]]:
-    """Read the data, build the model and optimizer, and resume the checkpoint if there is one."""
+def start_run(config: Config, output_dir: Path, device: str, held: ExitStack) -> Tuple[Run, Optional[WarmStart]]:
+    """Read the data, build the model and optimizer, and resume the checkpoint if there is one
+    (``held``: keeps the output directory's lock until the run ends)."""
     torch_device = choose_device(device)
     dist = setup_distributed(torch_device)
-    if config["system"]["threads"]:
-        torch.set_num_threads(config["system"]["threads"])
+    if dist.is_main:
+        prepare_output_dir(output_dir)
+        held.enter_context(output_lock(output_dir))
+    threads, why = choose_threads(config["system"]["threads"])
+    if threads is not None:
+        torch.set_num_threads(threads)
+    if dist.is_main:
+        say(f"{torch.get_num_threads()} torch thread(s) per process ({why})")
     config, saved = resolve_config(config, output_dir)
     resuming = saved is not None
     options = model_options(config)
@@ -160,7 +167,6 @@ def start_outputs(run: Run) -> None:
     """A fresh run's output directory: its config and vocabulary, no stale log."""
     if not run.dist.is_main:
         return
-    run.output_dir.mkdir(parents=True, exist_ok=True)
     for name in (METRICS_NAME, CURVE_NAME):
         (run.output_dir / name).unlink(missing_ok=True)
     write_config(run.output_dir / CONFIG_NAME, run.config)
@@ -201,6 +207,7 @@ def train_one_step(run: Run, schedule: Schedule, autocast) -> float:
     forward, backward, n = train_step(
         run.model, run.optimizer, run.data.batch(sentences), t["dropout"], t["grad_clip"], autocast
     )
+    check_finite_loss(run, forward + backward, learn_rate)
     run.progress.step += 1
     window = run.window
     window.forward += forward
@@ -224,7 +231,7 @@ def log_metrics(run: Run, learn_rate: float) -> Dict[str, Any]:
         "loss": mean_loss,
         "forward_loss": forward / predictions,
         "backward_loss": backward / predictions,
-        "perplexity": math.exp(mean_loss) if run.lm.head.kind in NORMALISED_KINDS else None,
+        "perplexity": perplexity_of(mean_loss) if run.lm.head.kind in NORMALISED_KINDS else None,
         "tokens_per_sec": tokens / max(now - w.start, 1e-9),
         "tokens": run.progress.tokens_seen,
         "learn_rate": learn_rate,
@@ -268,29 +275,22 @@ def before_training(run: Run, warm: Optional[WarmStart]) -> Optional[Dict[str, f
     return None
 
 
-@contextmanager
-def disk_full_is_an_error(run: Run) -> Iterator[None]:
-    """A full disk while the run writes: one line saying so, where, and what is safe."""
-    try:
-        yield
-    except OSError as err:
-        if not is_disk_full(err):
-            raise
-        checkpoint = run.output_dir / CHECKPOINT_NAME
-        kept = (
-            f"the last checkpoint, {checkpoint} (step {run.checkpoint_step}), is intact: free some space and "
-            "rerun the same command to resume from it"
-            if run.checkpoint_step is not None
-            else "no checkpoint was written yet: free some space and rerun the same command"
-        )
-        raise PretrainDataError(f"no space left on device writing {err.filename or run.output_dir}; {kept}") from None
-
-
 def pretrain(config: Config, output_dir: Path, device: str = "cpu", progress: bool = True) -> Dict[str, Any]:
     """Train (or resume training) a biLM; returns a summary of the run."""
-    run, warm = start_run(config, Path(output_dir), device)
-    with disk_full_is_an_error(run):
-        return train_loop(run, warm, progress)
+    sitting = Sitting(Path(output_dir))
+    with ExitStack() as held, said_in_one_line(sitting):
+        sitting.run, warm = start_run(config, sitting.output_dir, device, held)
+        return train_loop(sitting.run, warm, progress)
+
+
+def dev_scored(run: Run) -> Optional[str]:
+    """Which dev sentences the dev figures are of (``corpus.max_dev_sentences`` may keep the first N)."""
+    dev, path = run.data.dev, run.config["paths"]["dev"]
+    if not dev:
+        return None
+    if run.data.dev_is_all:
+        return f"all {len(dev):,} sentences of {path}"
+    return f"the first {len(dev):,} sentences of {path} (corpus.max_dev_sentences; `perplexity` scores them all)"
 
 
 def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str, Any]:
@@ -334,6 +334,7 @@ def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str,
         "vocab_size": len(run.data.vocab),
         "train_sentences": len(run.data.train),
         "dev_perplexity": last_dev,
+        "dev_scored": dev_scored(run),
         "output_dir": str(run.output_dir),
         "seconds": run.seconds(),
         "rank": run.dist.rank,

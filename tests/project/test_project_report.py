@@ -407,3 +407,76 @@ def test_the_docs_dev_table_says_what_the_committed_search_records_say():
     assert len(bold) == 2 and sum(row[3].startswith("**") for row in documented) == 2, "one bold row per task"
     variables = srsly.read_yaml(REPO / "project.yml")["vars"]
     assert bold == {"ner": variables["ner_search_choice"], "sentiment": variables["sentiment_search_choice"]}
+
+
+def one_seed_runs(tmp_path):
+    """A demo-like metrics folder: one seed each of a NER and a sentiment pair, with and without ELMo."""
+    metrics = tmp_path / "metrics"
+    for name, score, task in (
+        ("ner_cnn", 0.64, "ner"),
+        ("ner_elmo", 0.66, "ner"),
+        ("sentiment_cnn", 0.34, "sentiment"),
+        ("sentiment_elmo", 0.33, "sentiment"),
+    ):
+        (metrics / name).mkdir(parents=True)
+        record = scored(0, score, 0.5, f"configs/{name.replace('sentiment', 'textcat')}.cfg", task)
+        srsly.write_json(metrics / name / "seed0.json", record)
+    return metrics
+
+
+def test_a_reduced_runs_report_judges_no_target_and_says_what_its_figures_mean(tmp_path):
+    """The demo (one seed, reduced data and budget) printed MISSED for 8 of 9 targets."""
+    import report
+
+    summary = report.summarize(load_runs(one_seed_runs(tmp_path)))
+    full = markdown(summary, {}, [], "t")
+    assert "**MISSED** by" in full  # the same figures judged, as the full run's report does
+    reduced = markdown(summary, {}, [], "t", reduced=True)
+    assert "MISSED" not in reduced and "**met**" not in reduced
+    assert (
+        "`ner_elmo` vs `ner_cnn` (F1, test): +2.00 points; target: better by at least 2.0 points: not judged" in reduced
+    )
+    assert "one seed of a reduced run" in reduced and "docs/results.md" in reduced
+
+
+def test_the_sentiment_table_names_its_best_dev_metric(tmp_path):
+    import report
+
+    lines = report.sentiment_table_lines(report.summarize(load_runs(one_seed_runs(tmp_path))), None)
+    header = next(line for line in lines if line.startswith("| config"))
+    assert "| best dev macro F1 |" in header  # spaCy's cats_score: macro F1 for exclusive classes
+
+
+def test_results_md_shows_every_picture_the_report_makes(tmp_path):
+    from report import main
+
+    from .conftest import run_cli
+
+    metrics = one_seed_runs(tmp_path)
+    result = run_cli(main, [metrics, tmp_path / "reports"])
+    assert result.exit_code == 0, result.output
+    pictures = sorted(p.name for p in (tmp_path / "reports").glob("*.png"))
+    assert pictures == ["scores.png"]
+    results = (tmp_path / "reports" / "results.md").read_text(encoding="utf8")
+    assert [name for name in pictures if f"![{name}]({name})" in results] == pictures
+
+
+def test_the_score_bars_have_a_legend_start_at_0_and_draw_no_error_bars_from_one_seed(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import report
+    from matplotlib.container import ErrorbarContainer
+
+    summary = report.summarize(load_runs(one_seed_runs(tmp_path)))
+    fig, ax = plt.subplots()
+    report.score_bars(ax, summary, report.NER_RUNS, "f1", "F1")
+    assert ax.get_ylim()[0] == 0
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["without ELMo", "with ELMo"]
+    assert not any(isinstance(container, ErrorbarContainer) for container in ax.containers)
+    three = report.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
+    fig, ax = plt.subplots()
+    report.score_bars(ax, three, report.NER_RUNS, "f1", "F1")
+    assert any(isinstance(container, ErrorbarContainer) for container in ax.containers)  # seeds: their spread
+    plt.close("all")

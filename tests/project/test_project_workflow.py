@@ -60,6 +60,8 @@ def tiny_project(tmp_path_factory):
     folder = tmp_path_factory.mktemp("project")
     shutil.copy(REPO / "project.yml", folder / "project.yml")
     (folder / "scripts").symlink_to(REPO / "scripts", target_is_directory=True)
+    # The demo's tasks read the bundled biLM (a dependency inside the package, as in the checkout).
+    (folder / "spacy_elmo").symlink_to(REPO / "spacy_elmo", target_is_directory=True)
     return folder
 
 
@@ -464,3 +466,15 @@ def test_every_candidate_is_a_fair_pair(task, candidate):
 
     assert head(elmo) == head(base)
     assert elmo["training"] == base["training"] and elmo["corpora"] == base["corpora"]
+
+
+def test_the_demo_tasks_run_on_the_bundled_biLM_and_its_report_judges_no_target(tiny_project):
+    """The demo's tasks once ran on its 16-minute biLM and its report printed MISSED for
+    targets meant for the full run: it shows what the product gives, and says what a demo figure is."""
+    _, commands = project_config(tiny_project)
+    for name in ("train-ner-demo", "train-sentiment-demo", "learning-curve-demo"):
+        script = " ".join(commands[name]["script"])
+        assert "training/demo/bilm" not in script and "spacy_elmo/data/default_bilm" in script, name
+        assert "spacy_elmo/data/default_bilm/weights.hdf5" in commands[name]["deps"], name
+    assert "--reduced" in " ".join(commands["report-demo"]["script"])
+    assert "--bilm-dir training/demo/bilm" in " ".join(commands["report-demo"]["script"])  # its pretraining step

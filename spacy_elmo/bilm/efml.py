@@ -1,0 +1,439 @@
+"""ELMoForManyLangs (HIT-SCIR's 44 languages) model directories, read as EFML reads them.
+
+A directory holds ``config.json`` (its ``config_path`` names the network config),
+``char.dic`` and/or ``word.dic`` (``token<TAB>id`` lines) and two torch state dicts,
+``token_embedder.pkl`` and ``encoder.pkl``. What EFML 0.0.4.post2 does, kept here:
+
+- ``config_path`` is tried in the directory, then by its file name in the directory,
+  then in EFML's own package (we carry those two files: ``efml_configs.py``).
+- A dictionary line is ``line.strip().split("\\t")``; one field means the token was
+  whitespace (strip ate it) and stands for the full-width space U+3000.
+- A token longer than ``max_characters_per_token - 2`` characters (code points) is
+  cut to that length, for its word-dictionary lookup too. A token whose (cut) text is
+  ``<bos>`` or ``<eos>`` is that sentence marker.
+- A token's characters are ``[id of <eow>, chars..., id of <bow>, <pad>...]``: EFML
+  swaps the two word-boundary ids (``bow_id, eow_id = <eow>, <bow>``); unknown
+  characters and words are ``<oov>``; the char CNN runs over the whole padded width.
+
+The ``.pkl`` files are pickles: they are loaded with ``weights_only=True`` and must
+hold a plain dict of tensors, so no code in them ever runs.
+"""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy
+import torch
+from torch import Tensor
+
+from ..errors import ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError
+from ..io import iter_utf8_lines, read_json, require_file
+from .efml_configs import PACKAGED_CONFIGS, packaged_config
+from .options import ACTIVATIONS, ElmoOptions
+
+CONFIG_NAME = "config.json"
+CHAR_DIC = "char.dic"
+WORD_DIC = "word.dic"
+TOKEN_EMBEDDER_NAME = "token_embedder.pkl"
+ENCODER_NAME = "encoder.pkl"
+BOS, EOS, BOW, EOW, OOV, PAD = "<bos>", "<eos>", "<bow>", "<eow>", "<oov>", "<pad>"
+FULL_WIDTH_SPACE = "\u3000"
+EFML_DIR_HINT = (
+    f"an ELMoForManyLangs model directory holds {CONFIG_NAME}, {CHAR_DIC} and/or {WORD_DIC}, "
+    f"{TOKEN_EMBEDDER_NAME} and {ENCODER_NAME}"
+)
+# Token rows kept by a vocabulary's lookup cache before it starts afresh.
+ROW_CACHE_SIZE = 200_000
+Shape = Tuple[int, ...]
+
+
+def is_efml_dir(path: Union[str, Path]) -> bool:
+    path = Path(path)
+    return (path / CONFIG_NAME).is_file() and (path / ENCODER_NAME).is_file()
+
+
+@dataclass
+class EfmlNetwork:
+    """The network config's settings (EFML's names in the messages)."""
+
+    projection_dim: int
+    lstm_dim: int
+    n_layers: int
+    cell_clip: float
+    proj_clip: float
+    activation: str
+    filters: List[Tuple[int, int]]
+    n_highway: int
+    word_dim: int
+    char_dim: int
+    max_chars: int
+    source: str
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str) -> "EfmlNetwork":
+        def section(name: str, kind: str) -> Dict[str, Any]:
+            value = data.get(name) if isinstance(data, dict) else None
+            if not isinstance(value, dict):
+                raise ElmoOptionsError(f"{source}: missing section '{name}' (a JSON object)")
+            if str(value.get("name", "")).lower() != kind:
+                raise ElmoOptionsError(
+                    f"{source}: {name}.name is {value.get('name')!r}; only {kind!r} is supported "
+                    "(the released ELMoForManyLangs models use a cnn token embedder and the elmo encoder)"
+                )
+            return value
+
+        enc, tok = section("encoder", "elmo"), section("token_embedder", "cnn")
+
+        def number(part: Dict[str, Any], where: str, key: str, low: int, kind: type = int) -> Any:
+            value: Any = part.get(key)
+            ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+            if not ok or not math.isfinite(value) or value < low:
+                raise ElmoOptionsError(f"{source}: {where}.{key} must be a number >= {low}, got {value!r}")
+            return kind(value)
+
+        activation = tok.get("activation")
+        if activation not in ACTIVATIONS:
+            raise ElmoOptionsError(
+                f"{source}: token_embedder.activation must be one of {ACTIVATIONS}, got {activation!r}"
+            )
+        filters = tok.get("filters")
+        if not isinstance(filters, list) or not all(_is_pair(f) for f in filters):
+            raise ElmoOptionsError(
+                f"{source}: token_embedder.filters must be [width, n_filters] pairs, got {filters!r}"
+            )
+        network = cls(
+            projection_dim=number(enc, "encoder", "projection_dim", 1),
+            lstm_dim=number(enc, "encoder", "dim", 1),
+            n_layers=number(enc, "encoder", "n_layers", 1),
+            cell_clip=number(enc, "encoder", "cell_clip", 0, float),
+            proj_clip=number(enc, "encoder", "proj_clip", 0, float),
+            activation=activation,
+            filters=[(int(w), int(n)) for w, n in filters],
+            n_highway=number(tok, "token_embedder", "n_highway", 0),
+            word_dim=number(tok, "token_embedder", "word_dim", 0),
+            char_dim=number(tok, "token_embedder", "char_dim", 0),
+            max_chars=number(tok, "token_embedder", "max_characters_per_token", 1),
+            source=source,
+        )
+        network.check()
+        return network
+
+    def check(self) -> None:
+        if not self.word_dim and not self.char_dim:
+            raise ElmoOptionsError(f"{self.source}: token_embedder.word_dim and char_dim are both 0: no token input")
+        if self.char_dim:
+            if not self.filters:
+                raise ElmoOptionsError(
+                    f"{self.source}: token_embedder.filters is empty but char_dim is {self.char_dim}"
+                )
+            # EFML asserts room for [bow, <bos>'s 5 characters, eow] and the widest filter.
+            needed = max(7, max(w for w, _ in self.filters))
+            if self.max_chars < needed:
+                raise ElmoOptionsError(
+                    f"{self.source}: token_embedder.max_characters_per_token is {self.max_chars}; "
+                    f"the sentence markers and filters need at least {needed}"
+                )
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The network config in EFML's layout (``from_dict`` reads it back)."""
+        return {
+            "encoder": {
+                "name": "elmo",
+                "projection_dim": self.projection_dim,
+                "dim": self.lstm_dim,
+                "n_layers": self.n_layers,
+                "cell_clip": self.cell_clip,
+                "proj_clip": self.proj_clip,
+            },
+            "token_embedder": {
+                "name": "cnn",
+                "activation": self.activation,
+                "filters": [list(f) for f in self.filters],
+                "n_highway": self.n_highway,
+                "word_dim": self.word_dim,
+                "char_dim": self.char_dim,
+                "max_characters_per_token": self.max_chars,
+            },
+        }
+
+    @property
+    def n_filters(self) -> int:
+        return sum(n for _, n in self.filters) if self.char_dim else 0
+
+    def options(self) -> ElmoOptions:
+        """The biLSTM's sizes as ElmoOptions (the char CNN fields describe EFML's when it
+        has one; a word-only model gets a one-filter placeholder there, never built)."""
+        has_chars = bool(self.char_dim)
+        return ElmoOptions(
+            char_dim=self.char_dim if has_chars else 1,
+            filters=self.filters if has_chars else [(1, 1)],
+            n_highway=self.n_highway if has_chars else 0,
+            projection_dim=self.projection_dim,
+            lstm_dim=self.lstm_dim,
+            n_layers=self.n_layers,
+            cell_clip=self.cell_clip,
+            proj_clip=self.proj_clip,
+            use_skip_connections=True,  # EFML adds each layer's input to its output from layer 1 on
+            activation=self.activation,
+            max_characters_per_token=max(self.max_chars, 3),
+            source=self.source,
+        )
+
+
+def _is_pair(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+    )
+
+
+def read_network_config(model_dir: Path) -> Tuple[Dict[str, Any], str]:
+    """``config.json``'s network config and where it came from, found as EFML finds it."""
+    config_file = model_dir / CONFIG_NAME
+    config = read_json(config_file, ElmoOptionsError)
+    config_path = config.get("config_path") if isinstance(config, dict) else None
+    if not isinstance(config_path, str) or not config_path:
+        raise ElmoOptionsError(f"{config_file}: needs 'config_path', the network config's file name")
+    name = Path(config_path.replace("\\", "/")).name
+    for candidate in (model_dir / config_path, model_dir / name):
+        if candidate.is_file():
+            return read_json(candidate, ElmoOptionsError), str(candidate)
+    packaged = packaged_config(name)
+    if packaged is None:
+        raise ElmoFileNotFoundError(
+            f"{config_file}: its config_path {config_path!r} is neither in {model_dir} nor one of "
+            f"ELMoForManyLangs' packaged configs {PACKAGED_CONFIGS}: put that file in the model directory"
+        )
+    return packaged, f"ELMoForManyLangs' packaged {name}"
+
+
+def read_dictionary(path: Path) -> Dict[str, int]:
+    """``token<TAB>id`` lines as EFML reads them; a later line for the same token wins
+    (as in EFML's dict); two tokens with one id are refused."""
+    require_file(path, "ELMoForManyLangs dictionary", hint=f" ({EFML_DIR_HINT})")
+    lexicon: Dict[str, int] = {}
+    owner: Dict[int, Tuple[str, int]] = {}
+    for number, line in enumerate(iter_utf8_lines(path, ElmoWeightsError), start=1):
+        fields = line.strip().split("\t")
+        if fields == [""]:
+            continue  # a blank line (EFML itself would fail on it)
+        if len(fields) == 1:
+            fields.insert(0, FULL_WIDTH_SPACE)
+        if len(fields) != 2 or not fields[1].isdigit():
+            raise ElmoWeightsError(f"{path}, line {number}: expected 'token<TAB>id' with an integer id, got {line!r}")
+        token, index = fields[0], int(fields[1])
+        if index in owner and owner[index][0] != token:
+            first, first_line = owner[index]
+            raise ElmoWeightsError(
+                f"{path}, line {number}: id {index} is given to {token!r} and, on line {first_line}, to {first!r}: "
+                "a damaged dictionary (each id must name one token)"
+            )
+        owner[index] = (token, number)
+        lexicon[token] = index
+    return lexicon
+
+
+def read_state_dict(path: Path) -> Dict[str, Tensor]:
+    """A ``.pkl`` state dict, unpickled with ``weights_only=True`` (plain tensors only)."""
+    require_file(path, "ELMoForManyLangs weights file", hint=f" ({EFML_DIR_HINT})")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises RuntimeError, EOFError, UnpicklingError, ...
+        summary = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise ElmoWeightsError(
+            f"{path}: cannot be read as a plain torch state dict ({summary}): a truncated file, or a pickle "
+            "holding more than tensors (spacy-elmo unpickles .pkl files with weights_only=True, so no code runs)"
+        ) from err
+    if not isinstance(state, dict):
+        raise ElmoWeightsError(f"{path} holds a {type(state).__name__}, not a state dict (a dict of tensors)")
+    for key, value in state.items():
+        if not isinstance(key, str) or not isinstance(value, Tensor):
+            raise ElmoWeightsError(
+                f"{path}: entry {key!r} is a {type(value).__name__}, not a tensor: not a plain state dict"
+            )
+    return state
+
+
+def check_state_dict(state: Dict[str, Tensor], expected: Dict[str, Tuple[Shape, str]], path: Path) -> Dict[str, Tensor]:
+    """Every expected entry present with its shape, floats and finite; no others."""
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    if missing or unexpected:
+        raise ElmoWeightsError(
+            f"{path}: does not fit its config: "
+            + "; ".join(p for p in (_listed("missing", missing), _listed("unexpected", unexpected)) if p)
+        )
+    checked = {}
+    for key, (shape, why) in expected.items():
+        tensor = state[key]
+        if tuple(tensor.shape) != shape:
+            raise ElmoWeightsError(f"{path}: {key} has shape {tuple(tensor.shape)} but {why} needs {shape}")
+        if not tensor.is_floating_point():
+            raise ElmoWeightsError(f"{path}: {key} has dtype {tensor.dtype}, expected floats")
+        tensor = tensor.detach().to(torch.float32)
+        if not bool(torch.isfinite(tensor).all()):
+            raise ElmoWeightsError(f"{path}: {key} contains NaN or infinite values")
+        checked[key] = tensor
+    return checked
+
+
+def _listed(what: str, keys: Sequence[str]) -> str:
+    if not keys:
+        return ""
+    shown = ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+    return f"{what} {shown}"
+
+
+class EfmlVocab:
+    """Token text -> the row of ids the token encoder reads: ``[word id, char ids...]``,
+    each shifted by +1 so that 0 means batch padding (a word-only model has no char ids,
+    a char-only model a constant word column)."""
+
+    def __init__(self, chars: Optional[Dict[str, int]], words: Optional[Dict[str, int]], max_chars: int):
+        self.chars, self.words, self.max_chars = chars, words, max_chars
+        if chars is not None:
+            # EFML's create_one_batch: `bow_id, eow_id = ... ('<eow>', '<bow>', ...)`: swapped.
+            self.start, self.end = chars[EOW], chars[BOW]
+            self.char_oov, self.char_pad = chars[OOV], chars[PAD]
+        if words is not None:
+            self.word_oov = words[OOV]
+        self.width = 1 + (max_chars if chars is not None else 0)
+        self._rows: Dict[str, Tuple[int, ...]] = {}
+
+    def token_row(self, token: str) -> Tuple[int, ...]:
+        """A text token's row: cut to ``max_chars - 2`` characters first, as EFML's read_list."""
+        row = self._rows.get(token)
+        if row is None:
+            if len(self._rows) >= ROW_CACHE_SIZE:
+                self._rows.clear()
+            cut = token[: self.max_chars - 2] if len(token) + 2 > self.max_chars else token
+            row = self._rows[token] = self.row(cut)
+        return row
+
+    def row(self, text: str) -> Tuple[int, ...]:
+        word = self.words.get(text, self.word_oov) + 1 if self.words is not None else 1
+        if self.chars is None:
+            return (word,)
+        ids = [self.char_pad] * self.max_chars
+        ids[0] = self.start
+        if text in (BOS, EOS):
+            ids[1], ids[2] = self.chars[text], self.end
+        else:
+            for k, char in enumerate(text):
+                ids[k + 1] = self.chars.get(char, self.char_oov)
+            ids[len(text) + 1] = self.end
+        return (word, *(i + 1 for i in ids))
+
+    def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """``(ids (batch, max_len + 2, width), lengths)`` with the markers, 0 at padding."""
+        lengths = numpy.asarray([len(s) + 2 for s in sentences], dtype=numpy.int64)
+        ids = numpy.zeros((len(sentences), int(lengths.max()) if len(sentences) else 2, self.width), dtype=numpy.int64)
+        bos, eos = self.row(BOS), self.row(EOS)
+        for k, tokens in enumerate(sentences):
+            ids[k, : lengths[k]] = [bos, *(self.token_row(t) for t in tokens), eos]
+        return ids, lengths
+
+
+def checked_vocab(network: EfmlNetwork, chars: Any, words: Any, source: str) -> EfmlVocab:
+    """The vocabularies a saved biLM carries, checked as the dictionary files are."""
+    lexicons: List[Optional[Dict[str, int]]] = []
+    for lexicon, needed, dim, name in (
+        (chars, (BOW, EOW, OOV, PAD, BOS, EOS), network.char_dim, CHAR_DIC),
+        (words, (OOV, PAD), network.word_dim, WORD_DIC),
+    ):
+        if not dim:
+            lexicons.append(None)
+            continue
+        ok = isinstance(lexicon, dict) and all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in lexicon.items()
+        )
+        if not ok or len(set(lexicon.values())) != len(lexicon):
+            raise ElmoWeightsError(f"{source}: its {name} vocabulary is not a map of tokens to distinct ids")
+        check_specials(lexicon, f"{source}'s {name}", needed, len(lexicon))
+        lexicons.append(lexicon)
+    return EfmlVocab(lexicons[0], lexicons[1], network.max_chars)
+
+
+def check_specials(lexicon: Dict[str, int], path: Union[str, Path], names: Sequence[str], rows: int) -> None:
+    """EFML needs these entries; every id must index the embedding's ``rows``."""
+    missing = [name for name in names if name not in lexicon]
+    if missing:
+        raise ElmoWeightsError(f"{path}: lacks the special entries {', '.join(missing)} that ELMoForManyLangs needs")
+    outside = [token for token, index in lexicon.items() if index >= rows]
+    if outside:
+        raise ElmoWeightsError(
+            f"{path}: {outside[0]!r} has id {lexicon[outside[0]]}, outside the embedding's {rows} rows"
+        )
+
+
+def token_embedder_shapes(net: EfmlNetwork, n_chars: int, n_words: int) -> Dict[str, Tuple[Shape, str]]:
+    """``token_embedder.pkl``'s entries: EFML's ConvTokenEmbedder state dict."""
+    shapes: Dict[str, Tuple[Shape, str]] = {}
+    if net.word_dim:
+        shapes["word_emb_layer.embedding.weight"] = ((n_words, net.word_dim), f"{WORD_DIC}'s size and word_dim")
+    if net.char_dim:
+        shapes["char_emb_layer.embedding.weight"] = ((n_chars, net.char_dim), f"{CHAR_DIC}'s size and char_dim")
+        for i, (width, n) in enumerate(net.filters):
+            shapes[f"convolutions.{i}.weight"] = ((n, net.char_dim, width), f"filter {[width, n]} and char_dim")
+            shapes[f"convolutions.{i}.bias"] = ((n,), f"filter {[width, n]}")
+        F = net.n_filters
+        for k in range(net.n_highway):
+            shapes[f"highways._layers.{k}.weight"] = ((2 * F, F), f"the filters' total {F}")
+            shapes[f"highways._layers.{k}.bias"] = ((2 * F,), f"the filters' total {F}")
+    emb_dim = net.word_dim + net.n_filters
+    shapes["projection.weight"] = ((net.projection_dim, emb_dim), "projection_dim and word_dim + filters")
+    shapes["projection.bias"] = ((net.projection_dim,), "projection_dim")
+    return shapes
+
+
+def encoder_shapes(net: EfmlNetwork) -> Dict[str, Tuple[Shape, str]]:
+    """``encoder.pkl``'s entries: EFML's ElmobiLm (LstmCellWithProjection layers)."""
+    P, C = net.projection_dim, net.lstm_dim
+    shapes: Dict[str, Tuple[Shape, str]] = {}
+    for direction in ("forward", "backward"):
+        for k in range(net.n_layers):
+            prefix = f"{direction}_layer_{k}"
+            shapes[f"{prefix}.input_linearity.weight"] = ((4 * C, P), "dim and projection_dim")
+            shapes[f"{prefix}.state_linearity.weight"] = ((4 * C, P), "dim and projection_dim")
+            shapes[f"{prefix}.state_linearity.bias"] = ((4 * C,), "dim")
+            shapes[f"{prefix}.state_projection.weight"] = ((P, C), "projection_dim and dim")
+    return shapes
+
+
+@dataclass
+class EfmlFiles:
+    """A model directory's content, checked against itself."""
+
+    network: EfmlNetwork
+    vocab: EfmlVocab
+    token_embedder: Dict[str, Tensor]
+    encoder: Dict[str, Tensor]
+
+
+def read_efml_dir(model_dir: Union[str, Path]) -> EfmlFiles:
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        raise ElmoFileNotFoundError(f"ELMoForManyLangs model directory not found (or not a directory): {model_dir}")
+    if not (model_dir / CONFIG_NAME).is_file():
+        raise ElmoFileNotFoundError(
+            f"{model_dir} is not an ELMoForManyLangs model directory (no {CONFIG_NAME}): {EFML_DIR_HINT}; "
+            "a bilm-tf directory (options.json + weights.hdf5) loads with ElmoBiLM.from_dir / bilm_dir"
+        )
+    data, source = read_network_config(model_dir)
+    network = EfmlNetwork.from_dict(data, source)
+    chars = words = None
+    if network.char_dim:
+        chars = read_dictionary(model_dir / CHAR_DIC)
+        check_specials(chars, model_dir / CHAR_DIC, (BOW, EOW, OOV, PAD, BOS, EOS), len(chars))
+    if network.word_dim:
+        words = read_dictionary(model_dir / WORD_DIC)
+        check_specials(words, model_dir / WORD_DIC, (OOV, PAD), len(words))
+    expected = token_embedder_shapes(network, len(chars or ()), len(words or ()))
+    path = model_dir / TOKEN_EMBEDDER_NAME
+    token_embedder = check_state_dict(read_state_dict(path), expected, path)
+    path = model_dir / ENCODER_NAME
+    encoder = check_state_dict(read_state_dict(path), encoder_shapes(network), path)
+    return EfmlFiles(network, EfmlVocab(chars, words, network.max_chars), token_embedder, encoder)

@@ -1,0 +1,204 @@
+"""An ELMoForManyLangs biLM as an ElmoBiLM: EFML's token encoder, our biLSTM.
+
+EFML's network, as its code computes it (``frontend.Model``, ``ConvTokenEmbedder``,
+``ElmobiLm``):
+
+- token vector = projection([word embedding; highway(char CNN)]) (either part may be
+  absent), no activation after the projection;
+- the CNN: Conv1d per filter over the whole padded width, max over positions, then the
+  config's activation (relu or tanh); the highway layers always use relu (EFML passes
+  ``activation=relu`` whatever the config says), ``gate * x + (1 - gate) * relu(...)``;
+- the LSTM: AllenNLP's LstmCellWithProjection (gates i, f, g, o; the bias on the state
+  side; no forget bias added), cell and projection clipping, each layer from the second
+  on adds its input (the residual);
+- layer 0 is the token vector twice, ``[x; x]``, so every layer is 2P wide.
+
+Its LSTM is our ``ProjectedLstm`` with the gate blocks reordered, so the biLSTM, the
+stateless/stateful modes and the type cache are ElmoBiLM's.
+"""
+
+from pathlib import Path
+from typing import Any, Dict, Sequence, Tuple, Union, cast
+
+import numpy
+import torch
+from torch import Tensor, nn
+
+from ..errors import ElmoError, ElmoWeightsError
+from .char_encoder import CharEncoder
+from .efml import EfmlFiles, EfmlNetwork, EfmlVocab, checked_vocab, read_efml_dir
+from .generation import TracksWeights, WeightsGeneration
+from .lstm import ProjectedLstm, _permute_gate_blocks
+from .model import ElmoBiLM
+from .options import ElmoOptions
+from .precision import check_precision
+from .type_cache import DEFAULT_TYPE_CACHE_SIZE
+
+# EFML's gate blocks (i, f, g, o) -> ProjectedLstm's internal (i, f, o, g).
+_EFML_TO_INTERNAL = (0, 1, 3, 2)
+
+
+class _Embedding(nn.Module):
+    """EFML's EmbeddingLayer as its state dict names it (``<name>.embedding.weight``)."""
+
+    def __init__(self, rows: int, dim: int):
+        super().__init__()
+        self.embedding = nn.Embedding(rows, dim)
+
+
+class _Highway(nn.Module):
+    def __init__(self, dim: int, n_layers: int):
+        super().__init__()
+        self._layers = nn.ModuleList([nn.Linear(dim, 2 * dim) for _ in range(n_layers)])
+
+    def forward(self, x: Tensor) -> Tensor:
+        dim = x.shape[-1]
+        for layer in self._layers:
+            both = layer(x)
+            gate = torch.sigmoid(both[:, dim:])
+            x = gate * x + (1 - gate) * torch.relu(both[:, :dim])
+        return x
+
+
+class EfmlTokenEncoder(TracksWeights):
+    """EFML's ConvTokenEmbedder, its parameters named as in ``token_embedder.pkl``.
+
+    Reads the rows ``EfmlVocab`` makes: ``(U, 1 + max_chars)`` ids shifted by +1.
+    It always runs fp32 (once per distinct token, through the type cache); the
+    precision it is given is the biLSTM's."""
+
+    def __init__(self, network: EfmlNetwork, n_chars: int, n_words: int, generation: WeightsGeneration):
+        super().__init__()
+        self.generation = generation  # the biLM's: the type cache is keyed on it
+        self.network = network
+        if network.word_dim:
+            self.word_emb_layer = _Embedding(n_words, network.word_dim)
+        if network.char_dim:
+            self.char_emb_layer = _Embedding(n_chars, network.char_dim)
+            self.convolutions = nn.ModuleList([nn.Conv1d(network.char_dim, n, w) for w, n in network.filters])
+            self.highways = _Highway(network.n_filters, network.n_highway)
+        self.projection = nn.Linear(network.word_dim + network.n_filters, network.projection_dim)
+        self.precision = "fp32"
+
+    @property
+    def proj_weight(self) -> Tensor:
+        return self.projection.weight
+
+    def set_precision(self, precision: str) -> None:
+        check_precision(precision)
+        self.precision = precision
+
+    def weights_key(self) -> tuple:
+        return (self.precision, self.generation.value)
+
+    def forward(self, rows: Tensor) -> Tensor:
+        ids = (rows - 1).clamp(min=0)  # batch padding (0) computes row 0's vector: masked later
+        parts = []
+        if self.network.word_dim:
+            parts.append(self.word_emb_layer.embedding(ids[:, 0]))
+        if self.network.char_dim:
+            chars = self.char_emb_layer.embedding(ids[:, 1:]).transpose(1, 2)
+            act = torch.relu if self.network.activation == "relu" else torch.tanh
+            pooled = [act(conv(chars).amax(dim=-1)) for conv in self.convolutions]
+            parts.append(self.highways(torch.cat(pooled, dim=-1)))
+        return self.projection(torch.cat(parts, dim=-1))
+
+
+class EfmlBiLM(ElmoBiLM):
+    """An ELMoForManyLangs model: ``embed_batch`` gives EFML's ``output_layer=-2`` layers
+    ``(L+1, n, 2P)``, each sentence from a zero state (``stateful=True``: carried state,
+    as EFML's encoder does)."""
+
+    def __init__(self, network: EfmlNetwork, vocab: EfmlVocab, type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE):
+        # read by make_token_encoder, which ElmoBiLM.__init__ calls
+        self.network, self.vocab = network, vocab
+        super().__init__(network.options(), type_cache_size)
+
+    def make_token_encoder(self, options: ElmoOptions, generation: WeightsGeneration) -> CharEncoder:
+        n_chars, n_words = len(self.vocab.chars or ()), len(self.vocab.words or ())
+        # Not a CharEncoder, but it answers everything ElmoBiLM asks of one.
+        return cast(CharEncoder, EfmlTokenEncoder(self.network, n_chars, n_words, generation))
+
+    @classmethod
+    def from_efml_files(cls, files: EfmlFiles) -> "EfmlBiLM":
+        model = cls(files.network, files.vocab)
+        model.load_efml_state(files.token_embedder, files.encoder)
+        return model.eval()
+
+    def saved_spec(self) -> Dict[str, Any]:
+        """What rebuilds this biLM beside its weights: the network config and the vocabularies."""
+        return {"network": self.network.to_dict(), "chars": self.vocab.chars, "words": self.vocab.words}
+
+    @classmethod
+    def from_saved_spec(cls, spec: Any, source: str) -> "EfmlBiLM":
+        """``saved_spec``'s inverse, checked (the weights are loaded by the caller)."""
+        if not isinstance(spec, dict):
+            raise ElmoWeightsError(f"{source}: its ELMoForManyLangs settings are damaged (not a map)")
+        network = EfmlNetwork.from_dict(spec.get("network"), source)
+        return cls(network, checked_vocab(network, spec.get("chars"), spec.get("words"), source))
+
+    def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        return self.vocab.batch_ids(sentences)
+
+    # -- EFML's state dicts ------------------------------------------------
+    def load_efml_state(self, token_embedder: Dict[str, Tensor], encoder: Dict[str, Tensor]) -> None:
+        cast(nn.Module, self.char_encoder).load_state_dict(token_embedder, strict=True)
+        for name, layers in zip(("forward", "backward"), self._lstm_stacks()):
+            for k, layer in enumerate(layers):
+                load_efml_lstm(layer, encoder, f"{name}_layer_{k}")
+        self.mark_weights_changed()  # copied in place: the kernels and cached vectors go
+        self.reset_states()
+        self.type_cache.clear()
+
+    def efml_state(self) -> Tuple[Dict[str, Tensor], Dict[str, Tensor]]:
+        """``(token_embedder, encoder)`` state dicts in EFML's layout."""
+        token_embedder = {k: v.detach().clone() for k, v in cast(nn.Module, self.char_encoder).state_dict().items()}
+        encoder: Dict[str, Tensor] = {}
+        for name, layers in zip(("forward", "backward"), self._lstm_stacks()):
+            for k, layer in enumerate(layers):
+                encoder.update(efml_lstm_state(layer, f"{name}_layer_{k}"))
+        return token_embedder, encoder
+
+    def load_tf_arrays(self, arrays: Dict[str, numpy.ndarray]) -> None:
+        raise ElmoError("an ELMoForManyLangs biLM has no bilm-tf weight layout (load it with ElmoBiLM.from_efml)")
+
+    def tf_arrays(self) -> Dict[str, numpy.ndarray]:
+        raise ElmoError("an ELMoForManyLangs biLM cannot be written as bilm-tf options.json + weights.hdf5")
+
+
+def load_efml_lstm(layer: ProjectedLstm, state: Dict[str, Tensor], prefix: str) -> None:
+    """One LstmCellWithProjection's weights into a ProjectedLstm: transposed to ``(in, out)``,
+    gate blocks reordered, and the forget bias ProjectedLstm adds taken out of the bias."""
+
+    def gates(tensor: Tensor) -> Tensor:
+        return torch.from_numpy(_permute_gate_blocks(tensor.numpy(), _EFML_TO_INTERNAL))
+
+    with torch.no_grad():
+        layer.input_weight.copy_(gates(state[f"{prefix}.input_linearity.weight"].t()))
+        layer.state_weight.copy_(gates(state[f"{prefix}.state_linearity.weight"].t()))
+        layer.bias.copy_(gates(state[f"{prefix}.state_linearity.bias"]) - layer.forget_offset)
+        layer.proj_weight.copy_(state[f"{prefix}.state_projection.weight"].t())
+
+
+def efml_lstm_state(layer: ProjectedLstm, prefix: str) -> Dict[str, Tensor]:
+    """``load_efml_lstm``'s inverse."""
+    order = tuple(_EFML_TO_INTERNAL.index(k) for k in range(4))
+
+    def gates(tensor: Tensor) -> Tensor:
+        return torch.from_numpy(_permute_gate_blocks(tensor.detach().float().cpu().numpy(), order))
+
+    return {
+        f"{prefix}.input_linearity.weight": gates(layer.input_weight).t().contiguous(),
+        f"{prefix}.state_linearity.weight": gates(layer.state_weight).t().contiguous(),
+        f"{prefix}.state_linearity.bias": gates(layer.bias + layer.forget_offset),
+        f"{prefix}.state_projection.weight": layer.proj_weight.detach().float().cpu().t().contiguous(),
+    }
+
+
+def load_efml(
+    model_dir: Union[str, Path], device: Union[str, torch.device] = "cpu", precision: str = "fp32"
+) -> EfmlBiLM:
+    check_precision(precision, device=device)
+    model = EfmlBiLM.from_efml_files(read_efml_dir(model_dir)).to(device).eval()
+    model.set_precision(precision)
+    return model
