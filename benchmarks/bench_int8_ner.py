@@ -22,7 +22,7 @@ import spacy
 from machine import header
 from spacy.training import Corpus
 
-from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, PRECISIONS, native_cpu_bf16
+from spacy_elmo.bilm.precision import FORCE_BF16_ENV, PRECISIONS, native_cpu_bf16
 from spacy_elmo.pipeline.elmo import ElmoComponent
 
 

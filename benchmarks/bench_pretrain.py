@@ -13,7 +13,7 @@ matmul ceiling of that precision, measured beside each of ``--repeats`` timings
 (medians reported). The precisions' repeats alternate (fp32, bf16, fp32, ...),
 on the same batches, so host drift moves both: with both, the bf16/fp32 ratio
 of the medians and of each repeat's pair are printed. FLOPs are counted with the packed kernels swapped for plain
-aten matmuls (``kernels.unpacked``): FlopCounterMode does not see the packed ops.
+aten matmuls (``unpacked``, which sets ``kernels.PACKING``): FlopCounterMode does not see the packed ops.
 ``--profile N`` then prints where N steps' time went per precision
 (``torch.profiler``, ops by self CPU time: shares, which may be taken beside other jobs),
 the seconds a step spends in matrix products and in the rest, and with both precisions
@@ -28,8 +28,9 @@ matmul ceiling and skips the run (``--force-bf16`` runs it anyway).
 import argparse
 import statistics
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import List, NamedTuple
+from typing import Iterator, List, NamedTuple
 
 import numpy
 import torch
@@ -37,10 +38,11 @@ from machine import header
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from spacy_elmo.bilm.kernels import native_cpu_bf16, unpacked
+from spacy_elmo.bilm import kernels
 from spacy_elmo.bilm.language_model import BidirectionalLM
 from spacy_elmo.bilm.lm_head import build_lm_head
 from spacy_elmo.bilm.model import ElmoBiLM
+from spacy_elmo.bilm.precision import native_cpu_bf16
 from spacy_elmo.pretrain import load_config
 from spacy_elmo.pretrain.batches import epoch_batches, make_batch
 from spacy_elmo.pretrain.config import model_options, widen_model
@@ -169,6 +171,17 @@ class Timings(NamedTuple):
     flops_per_token: float
     rates: List[float]
     ceilings: List[float]
+
+
+@contextmanager
+def unpacked() -> Iterator[None]:
+    """fp32 kernels built inside run as plain aten matmuls: what torch's FlopCounterMode
+    can count (it knows nothing of the packed oneDNN/MKL ops)."""
+    before, kernels.PACKING = kernels.PACKING, False
+    try:
+        yield
+    finally:
+        kernels.PACKING = before
 
 
 def warm_up(step, text: TrainingText) -> Timings:

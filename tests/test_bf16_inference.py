@@ -11,8 +11,10 @@ import torch
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoError, batch_char_ids, kernels
+from spacy_elmo.bilm import precision as policy
 from spacy_elmo.bilm.compare import layer_deviation
-from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, PackedLinear
+from spacy_elmo.bilm.kernels import packed_linear as PackedLinear
+from spacy_elmo.bilm.precision import FORCE_BF16_ENV
 from spacy_elmo.cli import app
 from spacy_elmo.cli import embed as embed_module
 
@@ -30,7 +32,7 @@ def forced(monkeypatch):
 @pytest.fixture
 def not_native(monkeypatch):
     """A CPU without native bf16, and no force."""
-    monkeypatch.setattr(kernels, "native_cpu_bf16", lambda: False)
+    monkeypatch.setattr(policy, "native_cpu_bf16", lambda: False)
     monkeypatch.delenv(FORCE_BF16_ENV, raising=False)
 
 
@@ -69,7 +71,7 @@ def test_bf16_product_is_the_bf16_gemm_result_without_bias_and_fp32_kernels_refu
 
 def test_bf16_linear_falls_back_to_plain_where_onednn_cannot_pack(monkeypatch):
     """Claimed native on a CPU whose oneDNN has no bf16 kernels: plain bf16 mm, same values."""
-    monkeypatch.setattr(kernels, "native_cpu_bf16", lambda: True)
+    monkeypatch.setattr(policy, "native_cpu_bf16", lambda: True)
 
     def cannot_pack(*args):
         raise RuntimeError("no bf16 kernels here")
@@ -132,13 +134,13 @@ def test_bf16_is_refused_before_any_weights_load_where_not_native(not_native, tm
 
 
 def test_bf16_is_accepted_when_forced_or_native(monkeypatch, weight_files):
-    monkeypatch.setattr(kernels, "native_cpu_bf16", lambda: False)
+    monkeypatch.setattr(policy, "native_cpu_bf16", lambda: False)
     monkeypatch.setenv(FORCE_BF16_ENV, "1")
     assert ElmoBiLM.from_files(*weight_files, precision="bf16").precision == "bf16"
     monkeypatch.setenv(FORCE_BF16_ENV, "0")  # "0" is not a force
     with pytest.raises(ElmoError, match="needs native bf16"):
         ElmoBiLM.from_files(*weight_files, precision="bf16")
-    monkeypatch.setattr(kernels, "native_cpu_bf16", lambda: True)
+    monkeypatch.setattr(policy, "native_cpu_bf16", lambda: True)
     model = ElmoBiLM.from_files(*weight_files, precision="bf16")
     assert model.precision == "bf16" and model.embed_batch(SENTENCES[:1])[0].shape == (3, 4, 16)
 
@@ -199,7 +201,7 @@ def test_the_component_runs_bf16_and_keeps_it_after_saving(forced, tmp_path, wei
 
 def test_a_saved_bf16_pipeline_loads_as_fp32_where_bf16_is_not_native(forced, tmp_path, weight_files, monkeypatch):
     make_nlp(weight_files, precision="bf16").to_disk(tmp_path / "pipeline")
-    monkeypatch.setattr(kernels, "native_cpu_bf16", lambda: False)
+    monkeypatch.setattr(policy, "native_cpu_bf16", lambda: False)
     monkeypatch.delenv(FORCE_BF16_ENV)
     with pytest.raises(ElmoError, match="elmo precision 'bf16' needs native bf16"):
         spacy.load(tmp_path / "pipeline")

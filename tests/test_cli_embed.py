@@ -353,7 +353,7 @@ def test_a_finished_part_is_kept_when_the_shared_run_is_rerun(files, monkeypatch
     "extra,env,message",
     [
         (["--precision", "int4"], {}, "--precision must be one of"),
-        (["--precision", "int8", "--device", "cuda"], {}, "--precision int8 runs on the CPU only"),
+        (["--precision", "int8", "--device", "cuda"], {}, "--precision 'int8' runs on the CPU only"),
         (["--stateful"], {"RANK": "0", "WORLD_SIZE": "2", **TORCHRUN_ENV}, "--stateful carries state"),
     ],
 )

@@ -4,7 +4,7 @@ import pytest
 import spacy
 import torch
 
-from spacy_elmo.bilm import ElmoError, kernels
+from spacy_elmo.bilm import ElmoError, precision
 from spacy_elmo.layers import bilm_model
 
 
@@ -20,13 +20,13 @@ def fake_cuda(monkeypatch, capabilities):
 
 def test_native_bf16_is_the_given_gpus_own_and_excludes_emulation(monkeypatch):
     fake_cuda(monkeypatch, {0: (9, 0), 1: (7, 0), 2: (7, 5), 3: (8, 6)})  # H100, V100, T4, A-series
-    assert kernels.native_bf16("cuda") and kernels.native_bf16("cuda:0") and kernels.native_bf16("cuda:3")
-    assert not kernels.native_bf16("cuda:1")
-    assert not kernels.native_bf16(torch.device("cuda", 2))
-    monkeypatch.delenv(kernels.FORCE_BF16_ENV, raising=False)
+    assert precision.native_bf16("cuda") and precision.native_bf16("cuda:0") and precision.native_bf16("cuda:3")
+    assert not precision.native_bf16("cuda:1")
+    assert not precision.native_bf16(torch.device("cuda", 2))
+    monkeypatch.delenv(precision.FORCE_BF16_ENV, raising=False)
     with pytest.raises(ElmoError, match="'bf16' needs native bf16"):
-        kernels.check_precision("bf16", device="cuda:1")
-    kernels.check_precision("bf16", device="cuda:0")
+        precision.check_precision("bf16", device="cuda:1")
+    precision.check_precision("bf16", device="cuda:0")
 
 
 def test_pretraining_auto_precision_takes_emulated_bf16_for_fp32(monkeypatch):

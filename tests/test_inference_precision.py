@@ -7,8 +7,9 @@ import torch
 from spacy.tokens import Doc
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoError, batch_char_ids
-from spacy_elmo.bilm.kernels import FORCE_BF16_ENV, PackedLinear
+from spacy_elmo.bilm.kernels import packed_linear as PackedLinear
 from spacy_elmo.bilm.model import unique_types
+from spacy_elmo.bilm.precision import FORCE_BF16_ENV
 from spacy_elmo.bilm.type_cache import TypeCache
 from spacy_elmo.layers.bilm_model import get_bilm
 

@@ -27,6 +27,7 @@ from spacy_elmo.pretrain.perplexity import perplexity
 from spacy_elmo.pretrain.train import make_optimizer, train_step, with_step_implementation
 
 from .conftest import PRETRAIN_SENTENCES, REFERENCE, tiny_bilm
+from .lstm_reference import autograd_lstm
 
 ROOT = Path(__file__).parent.parent
 TINY = ROOT / "configs" / "pretrain_tiny.cfg"
@@ -119,12 +120,62 @@ def test_fused_lstm_gradients_equal_step_by_step_autograd():
         for tensor in [x, *layer.parameters()]:
             tensor.grad = None
         gates = torch.addmm(layer.bias + layer.forget_offset, x.reshape(21, -1), layer.input_weight).view(7, 3, -1)
-        reference, _ = layer._run_autograd(gates, layer.zero_state(3, x), None)
+        reference, _ = autograd_lstm(layer, gates, layer.zero_state(3, x))
         (reference * weights).sum().backward()
         stepwise = [x.grad.clone()] + [p.grad.clone() for p in layer.parameters()]
         assert torch.allclose(out, reference, atol=1e-6)
         for a, b in zip(fused, stepwise):
             assert torch.allclose(a, b, atol=1e-5), (clip, (a - b).abs().max())
+
+
+def _random_lstm(clip: float, scale: float = 1.0) -> ProjectedLstm:
+    layer = ProjectedLstm(6, 10, 5, clip, clip)
+    with torch.no_grad():
+        for param in layer.parameters():
+            param.copy_(torch.randn_like(param) * scale)
+    return layer
+
+
+def test_fused_lstm_gives_final_states_without_gradient_and_the_reference_gradients():
+    """With lengths (a stateful biLM: final states wanted) training runs the fused node too,
+    from a given state; each row's final (h, c) is the reference's, detached."""
+    torch.manual_seed(0)
+    lengths = torch.tensor([7, 4, 1])
+    for clip in (3.0, 0.05):
+        layer = _random_lstm(clip)
+        x = torch.randn(7, 3, 6, requires_grad=True)
+        start = (torch.randn(3, 5), torch.randn(3, 10))
+        weights = torch.randn(7, 3, 5)
+        out, (h, c) = layer(x, start, lengths)
+        assert type(out.grad_fn).__name__ == "_FusedLstmSequenceBackward"
+        assert not h.requires_grad and not c.requires_grad
+        (out * weights).sum().backward()
+        fused = [x.grad.clone()] + [p.grad.clone() for p in layer.parameters()]
+        for tensor in [x, *layer.parameters()]:
+            tensor.grad = None
+        gates = torch.addmm(layer.bias + layer.forget_offset, x.reshape(21, -1), layer.input_weight).view(7, 3, -1)
+        reference, (ref_h, ref_c) = autograd_lstm(layer, gates, start, lengths)
+        (reference * weights).sum().backward()
+        torch.testing.assert_close(out, reference, atol=1e-6, rtol=0)
+        torch.testing.assert_close(h, ref_h.detach(), atol=1e-6, rtol=0)
+        torch.testing.assert_close(c, ref_c.detach(), atol=1e-6, rtol=0)
+        assert not torch.equal(c[0], c[1])  # rows ending at different steps
+        for a, b in zip(fused, [x.grad] + [p.grad for p in layer.parameters()]):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+def test_fused_lstm_under_fp16_autocast_runs_fp32_in_one_node_and_returns_fp16():
+    torch.manual_seed(0)
+    layer = _random_lstm(3.0, scale=0.5)
+    x = torch.randn(7, 3, 6, requires_grad=True)
+    exact, _ = layer(x)
+    with torch.autocast("cpu", dtype=torch.float16):
+        half, _ = layer(x)
+    assert half.dtype == torch.float16
+    assert type(half.grad_fn.next_functions[0][0]).__name__ == "_FusedLstmSequenceBackward"
+    torch.testing.assert_close(half.float(), exact.detach(), atol=2e-3, rtol=2e-3)
+    half.float().sum().backward()
+    assert layer.state_weight.grad is not None and layer.state_weight.grad.dtype == torch.float32
 
 
 def test_fused_lstm_under_bf16_autocast_is_one_node_in_bf16_close_to_fp32():

@@ -102,8 +102,9 @@ def test_missing_files(saved, tmp_path):
 def test_unparsable_options(saved):
     _, options, weights = saved
     options.write_text('{"lstm": {"dim": 16,}')
-    with pytest.raises(ElmoOptionsError, match=r"options.json: options file is not valid JSON \(line 1"):
+    with pytest.raises(ElmoOptionsError, match=r"options.json: options file is not valid JSON \(line 1") as info:
         ElmoBiLM.from_files(options, weights)
+    assert isinstance(info.value.__cause__, json.JSONDecodeError)  # the cause kept for the traceback
 
 
 @pytest.mark.parametrize(
@@ -143,8 +144,9 @@ def test_truncated_hdf5(saved, tmp_path):
     truncated = tmp_path / "truncated.hdf5"
     data = weights.read_bytes()
     truncated.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ElmoWeightsError, match=r"truncated.hdf5: .*(truncated|cannot be read)"):
+    with pytest.raises(ElmoWeightsError, match=r"truncated.hdf5: .*(truncated|cannot be read)") as info:
         ElmoBiLM.from_files(options, truncated)
+    assert isinstance(info.value.__cause__, OSError)
 
 
 def test_missing_dataset(saved):

@@ -14,8 +14,10 @@ from torch.nn import functional as F
 
 from .char_ids import N_CHARACTERS, PAD_CHAR
 from .generation import TracksWeights, WeightsGeneration
-from .kernels import PackedLinear, check_precision
+from .kernels import packed_linear
 from .options import ElmoOptions
+from .precision import PRECISIONS
+from .weights import host_array
 
 # Tokens per chunk in the CNN: bounds the (tokens x positions x filters)
 # intermediate to a few tens of MB for the published sizes.
@@ -85,13 +87,8 @@ class CharEncoder(TracksWeights):
             self.proj_bias.zero_()
         self.generation.bump()
 
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_kernels"] = None  # opaque packed tensors: rebuilt on first use
-        return state
-
     def set_precision(self, precision: str) -> None:
-        check_precision(precision)
+        assert precision in PRECISIONS, precision  # checked where it was chosen (ElmoBiLM.set_precision)
         self.precision = precision
         self._kernels = None
 
@@ -122,7 +119,7 @@ class CharEncoder(TracksWeights):
             return InferenceWeights(self.char_embed, list(self.conv_weights), exact)
         key = self.weights_key()
         if self._kernels is None or self._kernels[0] != key:
-            dense = [PackedLinear(weight, bias, self.precision) for weight, bias in pairs]
+            dense = [packed_linear(weight, bias, self.precision) for weight, bias in pairs]
             if self.precision == "bf16":
                 weights = InferenceWeights(
                     self.char_embed.detach().bfloat16(), [w.detach().bfloat16() for w in self.conv_weights], dense
@@ -204,19 +201,16 @@ class CharEncoder(TracksWeights):
         self.generation.bump()
 
     def tf_arrays(self) -> Dict[str, numpy.ndarray]:
-        def arr(t: Tensor) -> numpy.ndarray:
-            return t.detach().float().cpu().numpy().copy()
-
         n_filters = self.n_filters
-        out = {"char_embed": arr(self.char_embed[1:])}
+        out = {"char_embed": host_array(self.char_embed[1:])}
         for i, ((width, n), weight, bias) in enumerate(zip(self.filters, self.conv_weights, self.conv_biases)):
-            out[f"CNN/W_cnn_{i}"] = arr(weight).reshape(1, width, self.char_dim, n)
-            out[f"CNN/b_cnn_{i}"] = arr(bias)
+            out[f"CNN/W_cnn_{i}"] = host_array(weight).reshape(1, width, self.char_dim, n)
+            out[f"CNN/b_cnn_{i}"] = host_array(bias)
         for k, (weight, bias) in enumerate(zip(self.highway_weights, self.highway_biases)):
-            out[f"CNN_high_{k}/W_transform"] = arr(weight[:, :n_filters])
-            out[f"CNN_high_{k}/W_carry"] = arr(weight[:, n_filters:])
-            out[f"CNN_high_{k}/b_transform"] = arr(bias[:n_filters])
-            out[f"CNN_high_{k}/b_carry"] = arr(bias[n_filters:])
-        out["CNN_proj/W_proj"] = arr(self.proj_weight)
-        out["CNN_proj/b_proj"] = arr(self.proj_bias)
+            out[f"CNN_high_{k}/W_transform"] = host_array(weight[:, :n_filters])
+            out[f"CNN_high_{k}/W_carry"] = host_array(weight[:, n_filters:])
+            out[f"CNN_high_{k}/b_transform"] = host_array(bias[:n_filters])
+            out[f"CNN_high_{k}/b_carry"] = host_array(bias[n_filters:])
+        out["CNN_proj/W_proj"] = host_array(self.proj_weight)
+        out["CNN_proj/b_proj"] = host_array(self.proj_bias)
         return out

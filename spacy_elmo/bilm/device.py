@@ -5,7 +5,7 @@ import os
 import torch
 
 from ..errors import ElmoError
-from .kernels import check_precision
+from .precision import check_precision
 
 
 def resolve_device(device: str, precision: str = "fp32") -> torch.device:
@@ -16,15 +16,16 @@ def resolve_device(device: str, precision: str = "fp32") -> torch.device:
     (``cuda``, ``cuda:0``...) means this process's GPU, cuda:LOCAL_RANK."""
     try:
         resolved = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ElmoError(f"--device {device!r}: not a torch device (e.g. cpu, cuda, cuda:0)") from None
-    if precision == "int8" and resolved.type != "cpu":
-        raise ElmoError(f"--precision int8 runs on the CPU only, not --device {device}")
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ElmoError(f"--device {device}: CUDA is not available to torch here")
-    if resolved.type == "cuda":
+    except (RuntimeError, ValueError) as err:
+        raise ElmoError(f"--device {device!r}: not a torch device (e.g. cpu, cuda, cuda:0)") from err
+    cuda = resolved.type == "cuda"
+    if cuda and torch.cuda.is_available():
         resolved = process_gpu(resolved, device)
+    # The precision is decided here, for the GPU this process runs on (int8 on a GPU is
+    # named as such, whether or not torch sees CUDA).
     check_precision(precision, "--precision", device=resolved)
+    if cuda and not torch.cuda.is_available():
+        raise ElmoError(f"--device {device}: CUDA is not available to torch here")
     return resolved
 
 
@@ -36,8 +37,8 @@ def process_gpu(resolved: torch.device, device: str) -> torch.device:
     if local_rank is not None:
         try:
             resolved = torch.device("cuda", int(local_rank))
-        except (RuntimeError, ValueError):
-            raise ElmoError(f"LOCAL_RANK {local_rank!r} (set by torchrun) must be an integer >= 0") from None
+        except (RuntimeError, ValueError) as err:
+            raise ElmoError(f"LOCAL_RANK {local_rank!r} (set by torchrun) must be an integer >= 0") from err
     count = torch.cuda.device_count()
     if resolved.index is not None and resolved.index >= count:
         source = f"LOCAL_RANK {local_rank}" if local_rank is not None else f"--device {device}"

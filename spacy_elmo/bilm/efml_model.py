@@ -29,10 +29,10 @@ from ..io import arrays_sha256
 from .char_encoder import CharEncoder
 from .efml import EfmlFiles, EfmlNetwork, EfmlVocab, checked_vocab, read_efml_dir
 from .generation import TracksWeights, WeightsGeneration
-from .kernels import check_precision
 from .lstm import ProjectedLstm, _permute_gate_blocks
 from .model import ElmoBiLM
 from .options import ElmoOptions
+from .precision import check_precision
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE
 
 # EFML's gate blocks (i, f, g, o) -> ProjectedLstm's internal (i, f, o, g).

@@ -20,7 +20,7 @@ fresh one, so no two weight states in a process share a generation.
 """
 
 import itertools
-from typing import Dict, Iterator
+from typing import Any, Dict, Iterator
 
 from torch import nn
 
@@ -47,10 +47,18 @@ class WeightsGeneration:
 
 
 class TracksWeights(nn.Module):
-    """A module whose derived copies are keyed on ``self.generation`` (shared with the rest
-    of its biLM): loading or moving its parameters bumps it."""
+    """A module whose derived copies (``self._kernels``) are keyed on ``self.generation``
+    (shared with the rest of its biLM): loading or moving its parameters bumps it."""
 
     generation: WeightsGeneration
+    _kernels: Any
+
+    def __getstate__(self) -> Dict:
+        # The packed copies are a derived cache (and opaque oneDNN/MKL tensors that
+        # cannot be copied or pickled): copies rebuild them on first use.
+        state = self.__dict__.copy()
+        state["_kernels"] = None
+        return state
 
     def _load_from_state_dict(self, *args, **kwargs) -> None:
         super()._load_from_state_dict(*args, **kwargs)

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..errors import ElmoOptionsError
+from .weights import host_array
 
 SOFTMAX_KINDS = ("full", "sampled", "adaptive", "vmf")
 # Heads that give word probabilities (and so a perplexity).
@@ -225,7 +226,7 @@ def _needed(value: Optional[T], name: str, kind: str) -> T:
 
 def head_arrays(head: nn.Module) -> Dict[str, numpy.ndarray]:
     """The head's parameters as named float32 arrays (for an HDF5 file: no pickle)."""
-    return {name: t.detach().float().cpu().numpy() for name, t in head.state_dict().items()}
+    return {name: host_array(t, copy=False) for name, t in head.state_dict().items()}
 
 
 def load_head_arrays(head: nn.Module, arrays: Dict[str, numpy.ndarray], source: str) -> None:

@@ -18,8 +18,10 @@ import torch
 from torch import Tensor, nn
 
 from .generation import TracksWeights, WeightsGeneration
-from .kernels import PackedLinear, check_precision
+from .kernels import LinearKernel, packed_linear
 from .options import ElmoOptions
+from .precision import PRECISIONS
+from .weights import host_array
 
 State = Tuple[Tensor, Tensor]  # (h (B, P), c (B, C))
 # Inference computes the input-to-gate products a chunk of steps at a time:
@@ -73,7 +75,7 @@ class ProjectedLstm(TracksWeights):
         offset[cell_dim : 2 * cell_dim] = FORGET_BIAS
         self.register_buffer("forget_offset", offset, persistent=False)
         self.precision = "fp32"
-        self._kernels: Optional[Tuple[tuple, Tuple[PackedLinear, PackedLinear, PackedLinear]]] = None
+        self._kernels: Optional[Tuple[tuple, Tuple[LinearKernel, LinearKernel, LinearKernel]]] = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -87,13 +89,6 @@ class ProjectedLstm(TracksWeights):
             bound = (6.0 / (self.cell_dim + self.proj_dim)) ** 0.5
             nn.init.uniform_(self.proj_weight, -bound, bound)
         self.generation.bump()
-
-    def __getstate__(self):
-        # The packed copies are a derived cache (and opaque oneDNN/MKL tensors
-        # that cannot be copied or pickled): copies rebuild them on first use.
-        state = self.__dict__.copy()
-        state["_kernels"] = None
-        return state
 
     def zero_state(self, batch_size: int, like: Tensor) -> State:
         return (
@@ -115,49 +110,56 @@ class ProjectedLstm(TracksWeights):
             state = self.zero_state(batch_size, inputs)
         if not (torch.is_grad_enabled() and (inputs.requires_grad or any(p.requires_grad for p in self.parameters()))):
             return self._run_inplace(inputs, state, lengths)
-        # The input-to-gate matmul for all steps at once, outside the loop.
-        flat_inputs = inputs.reshape(n_steps * batch_size, -1)
+        return self._run_fused(inputs, state, lengths)
+
+    def _run_fused(self, inputs: Tensor, state: State, lengths: Optional[Tensor]) -> Tuple[Tensor, Optional[State]]:
+        """Training: the whole sequence in one autograd node (hand-written BPTT), fp32, or
+        with bf16 GEMM operands under bf16 autocast (the gates, cell state and gradients
+        stay fp32) instead of autocast casting ~15 small ops per step. Under another
+        autocast dtype (fp16) it runs fp32. With ``lengths`` the node also returns each
+        row's final state, without gradient (callers carry it detached)."""
+        n_steps, batch_size, _ = inputs.shape
+        device_type = inputs.device.type
+        autocast_dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+        precision = "bf16" if autocast_dtype == torch.bfloat16 else "fp32"
+        # The bias goes into each step's GEMM in the node: addmm would spend a pass over
+        # all steps' gates broadcasting it.
         bias = self.bias + self.forget_offset
-        precision = _fused_matmul_precision(inputs.device.type)
-        if lengths is None and precision is not None:
-            # Training: the whole sequence in one autograd node (hand-written BPTT). The
-            # bias goes into each step's GEMM there: addmm would spend a pass over all
-            # steps' gates broadcasting it. Under bf16 autocast the node's GEMMs take bf16
-            # operands and the gates, cell state and gradients stay fp32, instead of
-            # autocast casting ~15 small ops per step.
-            with torch.autocast(inputs.device.type, enabled=False):
-                input_gates = _gemm(flat_inputs, self.input_weight, precision).view(n_steps, batch_size, -1)
-                outputs = _FusedLstmSequence.apply(
-                    input_gates,
-                    state[0].float(),
-                    state[1].float(),
-                    bias,
-                    self.state_weight,
-                    self.proj_weight,
-                    self.cell_clip,
-                    self.proj_clip,
-                    precision,
-                )
-            # bf16 out, as autocast's matmuls return it: every layer after the LSTM (the
-            # LM heads, torch's adaptive softmax among them) sees the dtypes it expects.
-            return (outputs.to(torch.bfloat16) if precision == "bf16" else outputs), None
-        input_gates = torch.addmm(bias, flat_inputs, self.input_weight).view(n_steps, batch_size, -1)
-        return self._run_autograd(input_gates, state, lengths)
+        last = (lengths - 1).clamp(min=0).to(inputs.device) if lengths is not None else None
+        with torch.autocast(device_type, enabled=False):
+            flat_inputs = inputs.reshape(n_steps * batch_size, -1)
+            input_gates = _gemm(flat_inputs, self.input_weight, precision).view(n_steps, batch_size, -1)
+            results = _FusedLstmSequence.apply(
+                input_gates,
+                state[0].float(),
+                state[1].float(),
+                bias,
+                self.state_weight,
+                self.proj_weight,
+                self.cell_clip,
+                self.proj_clip,
+                precision,
+                last,
+            )
+        outputs, final = (results[0], (results[1], results[2])) if last is not None else (results, None)
+        # In autocast's dtype, as its matmuls return it: every layer after the LSTM (the
+        # LM heads, torch's adaptive softmax among them) sees the dtypes it expects.
+        return (outputs.to(autocast_dtype) if autocast_dtype is not None else outputs), final
 
     def set_precision(self, precision: str) -> None:
         """``"fp32"`` (exact), ``"int8"`` (quantized copies of the weights) or ``"bf16"``
         (bfloat16 copies; the cell state and outputs stay fp32), the last two inference only."""
-        check_precision(precision)
+        assert precision in PRECISIONS, precision  # checked where it was chosen (ElmoBiLM.set_precision)
         self.precision = precision
         self._kernels = None
 
-    def _inference_kernels(self) -> Tuple[PackedLinear, PackedLinear, PackedLinear]:
+    def _inference_kernels(self) -> Tuple[LinearKernel, LinearKernel, LinearKernel]:
         """Packed input, recurrent and projection matmuls, rebuilt when the weights change."""
         key = (self.precision, self.use_packed_weights, self.generation.value)
         if self._kernels is None or self._kernels[0] != key:
 
-            def pack(weight: Tensor, bias: Optional[Tensor] = None) -> PackedLinear:
-                return PackedLinear(weight, bias, self.precision, packed=self.use_packed_weights)
+            def pack(weight: Tensor, bias: Optional[Tensor] = None) -> LinearKernel:
+                return packed_linear(weight, bias, self.precision, packed=self.use_packed_weights)
 
             kernels = (
                 pack(self.input_weight, self.bias + self.forget_offset),
@@ -198,39 +200,13 @@ class ProjectedLstm(TracksWeights):
                     final_c[ends[t]] = c[ends[t]]
         return outputs, self._final_state(outputs, final_c, lengths)
 
-    def _run_autograd(self, input_gates: Tensor, state: State, lengths: Optional[Tensor]):
-        n_steps = input_gates.shape[0]
-        C = self.cell_dim
-        h, c = state
-        outputs: List[Tensor] = []
-        cells: List[Tensor] = []
-        for t in range(n_steps):
-            gates = torch.addmm(input_gates[t], h, self.state_weight)
-            sig = torch.sigmoid(gates[:, : 3 * C])
-            candidate = torch.tanh(gates[:, 3 * C :])
-            c = torch.addcmul(sig[:, C : 2 * C] * c, sig[:, :C], candidate)
-            if self.cell_clip:
-                c = c.clamp(-self.cell_clip, self.cell_clip)
-            h = torch.mm(sig[:, 2 * C :] * torch.tanh(c), self.proj_weight)
-            if self.proj_clip:
-                h = h.clamp(-self.proj_clip, self.proj_clip)
-            outputs.append(h)
-            if lengths is not None:
-                cells.append(c)
-        stacked = torch.stack(outputs)
-        final_c = torch.stack(cells) if lengths is not None else None
-        return stacked, self._final_state(stacked, final_c, lengths, per_step_cells=True)
-
     @staticmethod
-    def _final_state(outputs: Tensor, cells: Optional[Tensor], lengths: Optional[Tensor], per_step_cells: bool = False):
+    def _final_state(outputs: Tensor, final_c: Optional[Tensor], lengths: Optional[Tensor]) -> Optional[State]:
         if lengths is None:
             return None
+        assert final_c is not None  # kept whenever lengths are given
         rows = torch.arange(outputs.shape[1], device=outputs.device)
-        last = (lengths - 1).clamp(min=0).to(outputs.device)
-        h = outputs[last, rows]
-        assert cells is not None  # both callers give cells whenever they give lengths
-        c = cells[last, rows] if per_step_cells else cells
-        return h, c
+        return outputs[(lengths - 1).clamp(min=0).to(outputs.device), rows], final_c
 
     # -- bilm-tf weight layout ------------------------------------------
     def load_tf_arrays(self, kernel: numpy.ndarray, bias: numpy.ndarray, projection: numpy.ndarray) -> None:
@@ -244,14 +220,13 @@ class ProjectedLstm(TracksWeights):
         self.generation.bump()
 
     def tf_arrays(self) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
-        def arr(t: Tensor) -> numpy.ndarray:
-            return t.detach().float().cpu().numpy()
-
-        kernel = numpy.concatenate([arr(self.input_weight), arr(self.state_weight)], axis=0)
+        kernel = numpy.concatenate(
+            [host_array(self.input_weight, copy=False), host_array(self.state_weight, copy=False)]
+        )
         return (
             _permute_gate_blocks(kernel, _INTERNAL_TO_FILE),
-            _permute_gate_blocks(arr(self.bias), _INTERNAL_TO_FILE),
-            arr(self.proj_weight).copy(),
+            _permute_gate_blocks(host_array(self.bias, copy=False), _INTERNAL_TO_FILE),
+            host_array(self.proj_weight),
         )
 
 
@@ -263,7 +238,7 @@ class _FusedLstmSequence(torch.autograd.Function):
     (BPTT), the weight gradients are two GEMMs over all steps, and each step's
     activations are kept (the gates as the step's GEMM returned them, with the
     bias and the input part fused into it: no copy). Same maths as
-    ``ProjectedLstm._run_autograd`` (the tests compare the two).
+    the plain autograd step loop (tests/lstm_reference.py: the tests compare the two).
 
     With bf16 GEMM operands every bf16 value is widened to fp32 once, into a
     buffer of the node's (a mixed-dtype op would allocate and fill a widened
@@ -273,10 +248,11 @@ class _FusedLstmSequence(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, input_gates, h0, c0, bias, state_weight, proj_weight, cell_clip, proj_clip, precision):
+    def forward(ctx, input_gates, h0, c0, bias, state_weight, proj_weight, cell_clip, proj_clip, precision, last):
         """``input_gates (T, B, 4C)``: the inputs' part of the gates, without ``bias (4C,)``, fp32
         (``precision`` "fp32") or as the bf16 GEMM returned it ("bf16": bf16 GEMM operands;
-        the gates, cell state and outputs are fp32 either way)."""
+        the gates, cell state and outputs are fp32 either way). ``last (B,)`` (or None): each
+        row's last real step, whose ``(h, c)`` are returned too, without gradient."""
         n_steps, batch_size, four_c = input_gates.shape
         C = four_c // 4
         P = proj_weight.shape[1]
@@ -290,8 +266,8 @@ class _FusedLstmSequence(torch.autograd.Function):
         tanh_cells = torch.empty(n_steps, batch_size, C, **state)
         cells[0] = c0
         hiddens[0] = h0
-        state_mm = PackedLinear(state_weight, bias, precision)
-        proj_mm = PackedLinear(proj_weight, precision=precision)
+        state_mm = packed_linear(state_weight, bias, precision)
+        proj_mm = packed_linear(proj_weight, precision=precision)
         acts: Union[_Bf16Gates, _Fp32Gates]
         acts = _Bf16Gates(input_gates, bias, state_mm) if bf16 else _Fp32Gates(input_gates, state_mm)
         mixed_fp32 = torch.empty(batch_size, C, **state) if bf16 else None
@@ -320,10 +296,15 @@ class _FusedLstmSequence(torch.autograd.Function):
         # Intermediates may live on ctx; inputs and outputs must be saved.
         ctx.acts, ctx.precision = acts.kept, precision
         ctx.save_for_backward(cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight)
-        return hiddens[1:].clone()
+        if last is None:
+            return hiddens[1:].clone()
+        rows = torch.arange(batch_size, device=last.device)
+        final_h, final_c = hiddens[last + 1, rows], cells[last + 1, rows]
+        ctx.mark_non_differentiable(final_h, final_c)
+        return hiddens[1:].clone(), final_h, final_c
 
     @staticmethod
-    def backward(ctx, grad_outputs):
+    def backward(ctx, grad_outputs, *_final_state_grads):
         cells, tanh_cells, hiddens, mixed, cell_kept, proj_kept, state_weight, proj_weight = ctx.saved_tensors
         acts = ctx.acts
         n_steps, batch_size, C = len(acts), grad_outputs.shape[1], cells.shape[-1]
@@ -335,8 +316,8 @@ class _FusedLstmSequence(torch.autograd.Function):
         grad_proj_in = grad_outputs.new_empty(n_steps, batch_size, hiddens.shape[-1])
         grad_h = grad_outputs.new_zeros(batch_size, hiddens.shape[-1])
         grad_c = cells.new_zeros(batch_size, C)
-        proj_t_mm = PackedLinear(proj_weight.t(), precision=precision)
-        state_t_mm = PackedLinear(state_weight.t(), precision=precision)
+        proj_t_mm = packed_linear(proj_weight.t(), precision=precision)
+        state_t_mm = packed_linear(state_weight.t(), precision=precision)
         # Masks as floats once, not a bool-to-float promotion on every step.
         proj_kept = proj_kept.to(grad_outputs.dtype) if proj_kept is not None else None
         cell_kept = cell_kept.to(cells.dtype) if cell_kept is not None else None
@@ -369,13 +350,13 @@ class _FusedLstmSequence(torch.autograd.Function):
             mixed.view(n_steps * batch_size, C).t(), grad_proj_in.view(n_steps * batch_size, -1), precision
         )
         grad_bias = grad_gates.view(n_steps * batch_size, 4 * C).sum(0)
-        return gemm_grad_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None, None
+        return gemm_grad_gates, grad_h, grad_c, grad_bias, grad_state_weight, grad_proj_weight, None, None, None, None
 
 
 class _Fp32Gates:
     """Each step's gates, fp32: the recurrent GEMM with the bias and the input part fused in."""
 
-    def __init__(self, input_gates: Tensor, state_mm: PackedLinear):
+    def __init__(self, input_gates: Tensor, state_mm: LinearKernel):
         self.input_gates, self.state_mm = input_gates, state_mm
         self.kept: List[Tensor] = []
 
@@ -390,7 +371,7 @@ class _Bf16Gates:
     product widened into buffers (one fp32 tensor for all steps, one reused), then the bias:
     (input + product) + bias, the sums a mixed-dtype add makes, without its copies."""
 
-    def __init__(self, input_gates: Tensor, bias: Tensor, state_mm: PackedLinear):
+    def __init__(self, input_gates: Tensor, bias: Tensor, state_mm: LinearKernel):
         self.input_gates, self.bias, self.state_mm = input_gates, bias, state_mm
         self.kept = torch.empty(input_gates.shape, dtype=torch.float32, device=input_gates.device)
         self.widened = torch.empty(input_gates.shape[1:], dtype=torch.float32, device=input_gates.device)
@@ -399,14 +380,6 @@ class _Bf16Gates:
         gates = self.kept[t].copy_(self.input_gates[t])
         gates.add_(self.widened.copy_(self.state_mm.bf16_product(h)))
         return gates.add_(self.bias)
-
-
-def _fused_matmul_precision(device_type: str) -> Optional[str]:
-    """The fused training node's GEMM precision: "fp32", or "bf16" under bf16 autocast;
-    None under another autocast dtype (the step-by-step path, cast op by op)."""
-    if not torch.is_autocast_enabled(device_type):
-        return "fp32"
-    return "bf16" if torch.get_autocast_dtype(device_type) == torch.bfloat16 else None
 
 
 def _gemm(a: Tensor, b: Tensor, precision: str) -> Tensor:

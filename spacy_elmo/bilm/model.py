@@ -14,9 +14,9 @@ from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
 from .efml import EFML_DIR_HINT, is_efml_dir
 from .generation import WeightsGeneration, mark_weights_changed
-from .kernels import check_precision, int8_available
 from .lstm import BiLstm, ProjectedLstm, State
 from .options import ElmoOptions
+from .precision import check_precision
 from .threads import make_forks_safe
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
 from .weights import check_model_size, lstm_prefix, read_weights, write_weights
@@ -33,8 +33,6 @@ WEIGHTS_NAME = "weights.hdf5"
 # matmuls, small enough to bound memory on long inputs.
 MAX_BATCH_POSITIONS = 4096
 MAX_BATCH_ROWS = 128
-# Forked worker processes (nlp.pipe(n_process=N)) run torch on one thread: never a hang.
-make_forks_safe()
 
 
 def check_bilm_dir(path: Path, what: str = "biLM directory") -> None:
@@ -63,6 +61,8 @@ class ElmoBiLM(nn.Module):
 
     def __init__(self, options: ElmoOptions, type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE):
         check_model_size(options)  # before allocating
+        # Forked worker processes (nlp.pipe(n_process=N)) run torch on one thread: never a hang.
+        make_forks_safe()
         super().__init__()
         self.options = options
         # One generation for all the weights: every inference cache is keyed on it (generation.py).
@@ -138,12 +138,7 @@ class ElmoBiLM(nn.Module):
         weights (fp32 sums; the LSTM cell state, activations and outputs stay fp32),
         without gradients, where the device has native bf16 (else refused unless
         ``SPACY_ELMO_FORCE_BF16=1``). The fp32 weights stay: saving and switching back are exact."""
-        check_precision(precision, device=self.device)
-        if precision == "int8":
-            if self.device.type != "cpu":
-                raise ElmoError(f"precision 'int8' runs on the CPU only (this biLM is on {self.device})")
-            if not int8_available():
-                raise ElmoError("precision 'int8' needs a torch build with the fbgemm/x86/onednn quantized engine")
+        check_precision(precision, device=self.device)  # decided here: the modules trust it
         self.char_encoder.set_precision(precision)
         for stack in self._lstm_stacks():
             for layer in stack:

@@ -234,13 +234,13 @@ class ElmoOptions:
         try:
             text = path.read_text(encoding="utf8")
         except UnicodeDecodeError as err:
-            raise ElmoOptionsError(f"{path}: options file is not UTF-8 text ({err})") from None
+            raise ElmoOptionsError(f"{path}: options file is not UTF-8 text ({err})") from err
         try:
             data = parse_json(text)
         except json.JSONDecodeError as err:
             raise ElmoOptionsError(
                 f"{path}: options file is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
-            ) from None
+            ) from err
         except ValueError as err:  # a hostile file: huge integers, deep nesting
             raise ElmoOptionsError(f"{path}: options file is not valid JSON ({err})") from err
         return cls.from_dict(data, source=str(path))

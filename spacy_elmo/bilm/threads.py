@@ -25,7 +25,10 @@ def _one_thread() -> None:
 
 
 def make_forks_safe() -> None:
-    """Forked children of this process run torch on one thread (idempotent)."""
+    """From now on every child forked from this process (by spaCy's workers, a user's
+    own multiprocessing, anything) starts with ``torch.set_num_threads(1)``; the parent
+    is unchanged. Registered once per process (idempotent), when the first biLM is built
+    (``ElmoBiLM.__init__``), not at import."""
     global _registered
     if not _registered and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_one_thread)

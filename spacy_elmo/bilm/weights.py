@@ -1,4 +1,5 @@
-"""bilm-tf's ``weights.hdf5``: dataset names, shapes, checked reading, atomic writing.
+"""bilm-tf's ``weights.hdf5``: dataset names, shapes, checked reading, atomic writing, and the
+parameters as the float32 arrays written there (``host_array``).
 
 Only datasets are read (plain float arrays): a weight file cannot run code, and
 only its own (no links, no data kept in other files).
@@ -11,6 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import h5py
 import numpy
+import torch
 
 from ..errors import ElmoOptionsError, ElmoWeightsError
 from ..io import HDF5_READ_ERRORS, atomic_path, one_line_reason, require_file
@@ -23,6 +25,12 @@ Shape = Tuple[int, ...]
 # Ten times the largest published biLM's 93.6 million (4 GB in float32): larger
 # options come from a damaged or mistyped file.
 MAX_PARAMETERS = 1_000_000_000
+
+
+def host_array(tensor: torch.Tensor, copy: bool = True) -> numpy.ndarray:
+    """``tensor``'s values as a float32 array on the host: its own copy, or (``copy=False``,
+    for arrays written straight to a file) sharing a CPU float32 tensor's memory."""
+    return tensor.detach().to("cpu", torch.float32, copy=copy).numpy()
 
 
 def lstm_prefix(direction: int, layer: int) -> str:
@@ -181,7 +189,7 @@ def checked_array(value: Any, what: str, shape: Shape, needs: str, why: str = ""
     try:
         array = numpy.asarray(value[...], dtype=numpy.float32)
     except OSError as err:
-        raise ElmoWeightsError(f"{what} cannot be read (truncated file?): {err}") from None
+        raise ElmoWeightsError(f"{what} cannot be read (truncated file?): {err}") from err
     if not numpy.isfinite(array).all():
         raise ElmoWeightsError(f"{what} contains NaN or infinite values")
     return array

@@ -97,7 +97,7 @@ def check_embed_options(layers: str, batch_size: int, max_length: int = 0, preci
         raise EmbedInputError(f"--batch-size must be >= 1, got {batch_size}")
     if max_length < 0:
         raise EmbedInputError(f"--max-length must be >= 0 (0: no windows), got {max_length}")
-    from ..bilm.kernels import check_precision
+    from ..bilm.precision import check_precision
 
     check_precision(precision, "--precision")
 

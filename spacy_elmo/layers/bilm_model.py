@@ -21,8 +21,8 @@ from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2
 from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.kernels import check_precision
 from ..bilm.model import iter_embedded, length_batches, sentence_layers
+from ..bilm.precision import check_precision
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
 from .bilm_serialization import deserialize_bilm, serialize_bilm
 from .bilm_shim import bilm_wrapper
@@ -62,7 +62,7 @@ def build_bilm_model(
         attrs={
             "max_segment_length": max_segment_length,
             "cache": LayerCache(cache_mb),
-            # "fp32" (exact), "int8" or "bf16" (faster inference; see bilm/kernels.py).
+            # "fp32" (exact), "int8" or "bf16" (faster inference; see bilm/precision.py).
             "precision": "fp32",
             # The sizes the config asked for (None: whatever the weights have).
             "expected_options": options.to_dict() if options else None,

@@ -22,9 +22,9 @@ from confection import Config
 from tqdm import tqdm
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.kernels import native_bf16, native_cpu_bf16
 from ..bilm.language_model import BidirectionalLM
 from ..bilm.lm_head import NORMALISED_KINDS, build_lm_head
+from ..bilm.precision import native_bf16, native_cpu_bf16
 from ..errors import PretrainDataError
 from ..io import append_jsonl
 from .batches import epoch_batches
