@@ -63,7 +63,7 @@ def require_writable_path(path: Union[str, Path], what: str) -> Path:
         probe.touch()
         probe.unlink()
     except OSError as err:
-        raise ElmoError(f"{what} {path} cannot be written: {err.strerror or err}") from None
+        raise ElmoError(f"{what} {path} cannot be written: {err.strerror or err}") from err
     return path
 
 
@@ -257,7 +257,7 @@ def iter_utf8_lines(path: Path, error: Type[Exception]) -> Iterator[str]:
             except UnicodeDecodeError as err:
                 raise error(
                     f"{path}, line {number}: not valid UTF-8 (byte {raw[err.start]:#04x} at byte offset {err.start})"
-                ) from None
+                ) from err
 
 
 def update_sha256(digest: "hashlib._Hash", path: Path) -> None:

@@ -45,11 +45,11 @@ def stateful_optimizer(optimizer: Optimizer, state_file: str) -> Optimizer:
 def optimizer_for(state_file: str) -> Optimizer:
     try:
         return _OPTIMIZERS[_file_key(state_file)]
-    except KeyError:
+    except KeyError as err:
         raise ElmoError(
             f"optimizer_state = {state_file!r}, but no optimizer was made for that file: "
             'wrap [training.optimizer] in @optimizers = "spacy-elmo.StatefulOptimizer.v1" with the same state_file'
-        ) from None
+        ) from err
 
 
 def _file_key(state_file: str) -> str:

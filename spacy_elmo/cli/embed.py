@@ -77,7 +77,7 @@ def make_tokenizer(spacy_tokenizer: Optional[str]) -> Callable[[str], List[str]]
             raise EmbedInputError(
                 f"--spacy-tokenizer {spacy_tokenizer!r} is neither a language code (e.g. 'en') "
                 f"nor a loadable spaCy pipeline: {err}"
-            ) from None
+            ) from err
     tokenizer = nlp.tokenizer
     return lambda text: [t.text for t in tokenizer(text) if not t.text.isspace()]
 

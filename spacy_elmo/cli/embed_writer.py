@@ -131,7 +131,7 @@ def read_progress(progress_file: Path, partial: Path) -> Dict:
     try:
         saved = parse_json(progress_file.read_text(encoding="utf8"))
     except (UnicodeDecodeError, ValueError) as err:
-        raise EmbedInputError(f"{progress_file} is damaged ({err}): {_start_afresh(progress_file, partial)}") from None
+        raise EmbedInputError(f"{progress_file} is damaged ({err}): {_start_afresh(progress_file, partial)}") from err
     done = saved.get("done_batches") if isinstance(saved, dict) else None
     if not (isinstance(done, int) and not isinstance(done, bool) and done >= 0):
         raise EmbedInputError(
@@ -157,14 +157,14 @@ def load_states(bilm: "ElmoBiLM", state_file: Path, partial: Path, progress_file
     try:
         with numpy.load(state_file, allow_pickle=False) as arrays:
             bilm.import_states(dict(arrays))
-    except FileNotFoundError:
+    except FileNotFoundError as err:
         raise EmbedInputError(
             f"{state_file} is missing (a stateful run's state): {_start_afresh(partial, progress_file)}"
-        ) from None
+        ) from err
     except (OSError, ValueError, EOFError, AttributeError, zipfile.BadZipFile) as err:  # not an .npz, truncated
         raise EmbedInputError(
             f"{state_file} is damaged ({one_line_reason(err)}): {_start_afresh(state_file, partial, progress_file)}"
-        ) from None
+        ) from err
 
 
 def write_sentence_index(out: h5py.File, lines: Sequence[str]) -> None:

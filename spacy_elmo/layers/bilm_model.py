@@ -196,11 +196,11 @@ def bilm_forward(model: BilmModel, docs: Sequence[Doc], is_train: bool) -> Tuple
             return
         whole = outputs[index]
         if whole is None:
-            whole = outputs[index] = model.ops.alloc3f(model.get_dim("nL"), n_tokens, model.get_dim("nO"))
+            whole = outputs[index] = _zero_layers(model, n_tokens)
         whole[:, window.keep_start : window.keep_end] = window.kept(output)
 
     _run_segments(model, bilm, segments, texts, place)
-    empty = model.ops.alloc3f(model.get_dim("nL"), 0, model.get_dim("nO"))
+    empty = _zero_layers(model, 0)
     return [empty if out is None else out for out in outputs], _no_gradient
 
 
@@ -256,6 +256,11 @@ def _run_segments(model: BilmModel, bilm: ElmoBiLM, segments: List[Segment], tex
         cache.put(keys[i], output)
 
 
+def _zero_layers(model: BilmModel, n_tokens: int) -> Floats3d:
+    """``(L+1, n_tokens, 2P)`` zeros: a doc's layers to fill, or an empty doc's."""
+    return model.ops.alloc3f(model.get_dim("nL"), n_tokens, model.get_dim("nO"))
+
+
 def _no_gradient(d_layers: Any) -> List:
     return []
 
@@ -265,11 +270,10 @@ def _assemble(model: BilmModel, docs, segments: List[Segment], outputs) -> List[
     per_doc: List[List[Floats3d]] = [[] for _ in docs]
     for (index, window), output in zip(segments, outputs):
         per_doc[index].append(window.kept(output))
-    n_layers, width = model.get_dim("nL"), model.get_dim("nO")
     result = []
     for parts in per_doc:
         if not parts:
-            result.append(model.ops.alloc3f(n_layers, 0, width))
+            result.append(_zero_layers(model, 0))
         elif len(parts) == 1:
             result.append(parts[0])
         else:
@@ -280,7 +284,7 @@ def _assemble(model: BilmModel, docs, segments: List[Segment], outputs) -> List[
 def _forward_with_gradients(model: BilmModel, bilm: ElmoBiLM, docs, segments, texts):
     """Fine-tuning: one autograd batch, no cache (the weights are about to change)."""
     if not segments:
-        return [model.ops.alloc3f(model.get_dim("nL"), 0, model.get_dim("nO")) for _ in docs], _no_gradient
+        return [_zero_layers(model, 0) for _ in docs], _no_gradient
     ids, lengths = bilm.batch_ids(texts)
     layers, backprop_layers = model.layers[0]((ids, lengths), is_train=True)
     outputs = [sentence_layers(layers, k, lengths[k]) for k in range(len(segments))]

@@ -46,7 +46,7 @@ def deserialize_bilm(current: Any, data: bytes, device: "torch.device") -> Any:
     try:
         msg = srsly.msgpack_loads(data)
     except ValueError as err:
-        raise ElmoWeightsError(f"the saved biLM is damaged (not readable msgpack: {err})") from None
+        raise ElmoWeightsError(f"the saved biLM is damaged (not readable msgpack: {err})") from err
     if not isinstance(msg, dict) or "options" not in msg:
         raise ElmoWeightsError("the saved biLM is damaged (no options in it)")
     if msg["options"] is None:
@@ -97,7 +97,7 @@ def _legacy_state(msg: Dict[str, Any]) -> Dict[str, Any]:
     try:
         state = torch.load(BytesIO(msg["state"]), map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many kinds for a damaged zip
-        raise ElmoWeightsError(f"the saved biLM is damaged ({type(err).__name__})") from None
+        raise ElmoWeightsError(f"the saved biLM is damaged ({type(err).__name__})") from err
     if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
         raise ElmoWeightsError("the saved biLM is damaged (its state is not a dict of tensors)")
     return {name: value.detach().cpu() for name, value in state.items()}

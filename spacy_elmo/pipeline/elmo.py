@@ -253,7 +253,7 @@ class ElmoComponent(TrainablePipe):
                 restore_bilm()
             if isinstance(err, ElmoSavedPipelineError):  # it names the file already
                 raise
-            raise ElmoWeightsError(f"component '{self.name}': cannot load {what}: {err}") from None
+            raise ElmoWeightsError(f"component '{self.name}': cannot load {what}: {err}") from err
         finally:
             self.cfg.update(settings)
             self.model.attrs.update(attrs)
@@ -420,16 +420,17 @@ class ElmoComponent(TrainablePipe):
                 receive(listener, batch, layers, _ignore_gradient)
             return losses
         layers, backprop_layers = self.model.begin_update(docs)
-        total: List[Optional[List[Floats3d]]] = [None]
-        waiting = [len(listeners)]
+        total: Optional[List[Floats3d]] = None
+        waiting = len(listeners)
 
         def accumulate(d_layers: Optional[List[Floats3d]]) -> None:
+            nonlocal total, waiting
             if d_layers is not None:
                 losses[self.name] += float(sum((d**2).sum(axis=None, keepdims=False) for d in d_layers))
-                total[0] = d_layers if total[0] is None else [a + b for a, b in zip(total[0], d_layers)]
-            waiting[0] -= 1
-            if waiting[0] == 0 and total[0] is not None:  # the last listener has reported
-                backprop_layers(total[0])
+                total = d_layers if total is None else [a + b for a, b in zip(total, d_layers)]
+            waiting -= 1
+            if waiting == 0 and total is not None:  # the last listener has reported
+                backprop_layers(total)
                 if sgd is not None:
                     self.finish_update(sgd)
 

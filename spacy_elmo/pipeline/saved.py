@@ -32,7 +32,7 @@ def _check_cfg(cfg: Path, name: str) -> None:
         data = srsly.read_json(cfg)
     except ValueError as err:
         problem = "is empty" if cfg.stat().st_size == 0 else f"is not valid JSON ({err})"
-        raise ElmoSavedPipelineError(f"component '{name}': {cfg} {problem}: {what_to_do}") from None
+        raise ElmoSavedPipelineError(f"component '{name}': {cfg} {problem}: {what_to_do}") from err
     if not isinstance(data, dict):
         raise ElmoSavedPipelineError(
             f"component '{name}': {cfg} holds a JSON {type(data).__name__}, not an object of settings: {what_to_do}"

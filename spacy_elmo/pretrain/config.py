@@ -129,7 +129,7 @@ def load_config(path: Optional[Union[str, Path]], overrides: Optional[Dict[str, 
         try:
             user = Config().from_disk(path, interpolate=False)
         except Exception as err:  # confection raises several kinds for bad syntax
-            raise PretrainConfigError(f"{path}: cannot parse the config: {err}") from None
+            raise PretrainConfigError(f"{path}: cannot parse the config: {err}") from err
         unknown = [f"[{s}]" for s in user if s not in config]
         unknown += [f"{s}.{k}" for s in user if s in config for k in user[s] if k not in config[s]]
         if unknown:
@@ -267,7 +267,7 @@ def model_options(config: Config) -> ElmoOptions:
         settings["filters"] = [tuple(f) for f in settings["filters"]]
         return ElmoOptions(**settings, source="[model]")
     except (TypeError, ValueError) as err:
-        raise PretrainConfigError(f"config section [model]: {err}") from None
+        raise PretrainConfigError(f"config section [model]: {err}") from err
 
 
 def widen_model(config: Config, start: Union[str, Path]) -> None:

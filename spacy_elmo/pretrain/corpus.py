@@ -136,7 +136,7 @@ def _docbin_sentences(path: Path) -> Iterator[List[str]]:
     try:
         docbin = DocBin().from_disk(path)
     except Exception as err:  # srsly/msgpack raise various errors for a bad file
-        raise PretrainDataError(f"{path}: not a readable .spacy DocBin ({type(err).__name__}: {err})") from None
+        raise PretrainDataError(f"{path}: not a readable .spacy DocBin ({type(err).__name__}: {err})") from err
     vocab = spacy.blank("xx").vocab
     for doc in docbin.get_docs(vocab):
         spans = doc.sents if doc.has_annotation("SENT_START") else [doc[:]]
@@ -192,6 +192,6 @@ def _sentence_splitter(lang: str) -> "Language":
     try:
         nlp = spacy.blank(lang)
     except Exception as err:
-        raise PretrainDataError(f"corpus.lang {lang!r} is not a spaCy language code: {err}") from None
+        raise PretrainDataError(f"corpus.lang {lang!r} is not a spaCy language code: {err}") from err
     nlp.add_pipe("sentencizer")
     return nlp

@@ -85,7 +85,7 @@ def load_checkpoint(path: Path, required: Sequence[str] = ()) -> Dict[str, Any]:
         raise PretrainDataError(
             f"{path}: the checkpoint cannot be read (damaged, or not written by pretrain: {type(err).__name__}); "
             "delete it to start this output directory afresh"
-        ) from None
+        ) from err
     missing = [key for key in required if not isinstance(state, dict) or key not in state]
     if missing:
         raise PretrainDataError(
@@ -119,7 +119,7 @@ def read_saved_config(path: Path, checkpoint: Path) -> Config:
         config = Config().from_disk(path, interpolate=False)
     except Exception as err:  # confection raises several kinds for bad syntax
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise PretrainConfigError(f"{path} cannot be parsed ({first_line}): {what_to_do}") from None
+        raise PretrainConfigError(f"{path} cannot be parsed ({first_line}): {what_to_do}") from err
     missing = [f"[{section}]" for section in CONFIG_SECTIONS if section not in config]
     if missing:
         raise PretrainConfigError(f"{path} lacks {', '.join(missing)} (damaged): {what_to_do}")
@@ -152,7 +152,7 @@ def read_softmax_settings(path: Path) -> Dict[str, Any]:
         with h5py.File(path, "r") as f:
             return {"kind": str(f.attrs["kind"]), **json.loads(str(f.attrs["settings"]))}
     except (OSError, KeyError, ValueError) as err:
-        raise PretrainDataError(f"{path}: not a softmax file written by pretrain ({err})") from None
+        raise PretrainDataError(f"{path}: not a softmax file written by pretrain ({err})") from err
 
 
 def read_softmax_arrays(path: Path) -> Dict[str, numpy.ndarray]:
@@ -160,7 +160,7 @@ def read_softmax_arrays(path: Path) -> Dict[str, numpy.ndarray]:
         with h5py.File(path, "r") as f:
             return {name: numpy.asarray(f[name]) for name in f.keys()}
     except OSError as err:
-        raise PretrainDataError(f"{path}: not a readable HDF5 softmax file ({err})") from None
+        raise PretrainDataError(f"{path}: not a readable HDF5 softmax file ({err})") from err
 
 
 def import_softmax(head: torch.nn.Module, path: Path) -> None:

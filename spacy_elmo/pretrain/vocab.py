@@ -63,4 +63,4 @@ class Vocabulary:
         try:
             return cls(words)
         except PretrainDataError as err:
-            raise PretrainDataError(f"{path}: {err}") from None
+            raise PretrainDataError(f"{path}: {err}") from err

@@ -65,7 +65,7 @@ def read_init_dir(directory) -> WarmStart:
     try:
         check_bilm_dir(directory, "paths.init_dir")
     except ElmoFileNotFoundError as err:
-        raise PretrainDataError(str(err)) from None
+        raise PretrainDataError(str(err)) from err
     vocab_file, softmax_file = directory / VOCAB_NAME, directory / SOFTMAX_NAME
     if not vocab_file.is_file() and not softmax_file.is_file():
         return WarmStart(directory)  # the biLM alone: the head starts fresh
