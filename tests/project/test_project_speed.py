@@ -212,7 +212,7 @@ SPEED_NER = {
     "runs": {"ner_cnn": {"pipeline": "training/ner_cnn/seed0/model-best", "words_per_second": 11992.4}},
 }
 NER_HEADER = "| config | token representation | test F1 | P | R | LOC | MISC | ORG | PER | best dev F1 | epochs | steps | minutes | seeds |"
-SENTIMENT_HEADER = "| config | token representation | test accuracy | macro F1 | neutral F1 | best dev | epochs | steps | minutes | seeds |"
+SENTIMENT_HEADER = "| config | token representation | test accuracy | macro F1 | neutral F1 | best dev macro F1 | epochs | steps | minutes | seeds |"
 
 
 def results_md(speeds) -> str:
