@@ -22,6 +22,10 @@ CAT_DATA = [("great movie", ["POS"]), ("awful film", ["NEG"]), ("loved it , funn
 STEPS = ["--training.max_steps", "6", "--training.eval_frequency", "3"]
 
 
+# The ELMo configs store no layers on the Doc (annotations only): loaded so, they keep them.
+KEEP_LAYERS = {"components": {"elmo": {"store": "all"}}}
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("corpus")
@@ -131,7 +135,7 @@ def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, co
     assert mix["weights"] != pytest.approx([1 / 3] * 3, abs=1e-6)  # the mix trained
     doc = nlp("Alice liked the film .")
     assert doc._.elmo_layers is None and ("spacy_elmo", "layers") not in doc.user_data  # annotations only
-    kept = spacy.load(tmp_path / "model-last", config={"components": {"elmo": {"store": "all"}}})
+    kept = spacy.load(tmp_path / "model-last", config=KEEP_LAYERS)
     assert kept("Alice liked the film .")._.elmo_layers.shape == (3, 5, 16)  # the layers when asked for
     assert nlp.vocab.vectors.shape[0] > 0 if with_vectors else nlp.vocab.vectors.shape[0] == 0
 
@@ -188,8 +192,7 @@ def test_spacy_package_gives_the_same_vectors(corpus, tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     packaged = tmp_path / "pkg" / "en_elmo_test-0.0.1" / "en_elmo_test" / "en_elmo_test-0.0.1"
-    keep = {"components": {"elmo": {"store": "all"}}}  # the configs store none: compare the layers
-    original, copy = spacy.load(trained, config=keep), spacy.load(packaged, config=keep)
+    original, copy = spacy.load(trained, config=KEEP_LAYERS), spacy.load(packaged, config=KEEP_LAYERS)
     text = "Bob met the UN in Geneva ."
     a, b = original(text), copy(text)
     numpy.testing.assert_allclose(a._.elmo_layers, b._.elmo_layers, atol=1e-6, rtol=0)
@@ -203,7 +206,7 @@ def test_elmo_configs_use_the_bundled_biLM_without_weight_paths(corpus, tmp_path
     from spacy_elmo.loaders import DEFAULT_BILM_DIR
 
     spacy_train("ner_elmo_only.cfg", "ner.spacy", corpus, tmp_path)  # no --paths.elmo_*
-    nlp = spacy.load(tmp_path / "model-last", config={"components": {"elmo": {"store": "all"}}})
+    nlp = spacy.load(tmp_path / "model-last", config=KEEP_LAYERS)
     bundled = ElmoOptions.from_file(DEFAULT_BILM_DIR / "options.json")
     assert nlp("Alice liked the film .")._.elmo_layers.shape == (3, 5, bundled.output_dim)
     assert nlp.get_pipe("elmo").model.get_dim("nO") == bundled.output_dim == 512
@@ -272,7 +275,8 @@ def test_every_search_config_trains_two_steps(corpus, tmp_path, config):
         *(elmo_paths if with_elmo else []),
         steps=["--training.max_steps", "2", "--training.eval_frequency", "1"],
     )
-    nlp = spacy.load(tmp_path / "model-last")
+    # The configs store no layers on the Doc: keep them to read them and feed the tok2vec below.
+    nlp = spacy.load(tmp_path / "model-last", config=KEEP_LAYERS if with_elmo else {})
     assert nlp.pipe_names == (["elmo", component] if with_elmo else ["tok2vec", component])
     assert nlp.vocab.vectors.shape[1] == 5
     if with_elmo:
