@@ -126,12 +126,18 @@ def test_bench_long_doc_prints_memory_per_store_setting():
     assert re.search(r"^all \| float32 .* \| \(3, 300, 256\)$", out, re.M), out
 
 
-def test_bench_int8_ner_scores_one_trained_pipeline_at_each_precision(tmp_path):
+def trained_ner_pipeline(tmp_path):
+    """A tiny-biLM NER pipeline trained 2 steps and saved to ``tmp_path / "pipeline"``."""
     options, weights = tmp_path / "options.json", tmp_path / "weights.hdf5"
     tiny_bilm(seed=3).to_files(options, weights)
     nlp = make_ner_nlp((str(options), str(weights)))
     train(nlp, steps=2)
     nlp.to_disk(tmp_path / "pipeline")
+    return nlp
+
+
+def test_bench_int8_ner_scores_one_trained_pipeline_at_each_precision(tmp_path):
+    nlp = trained_ner_pipeline(tmp_path)
     DocBin(docs=[eg.reference for eg in examples(nlp)]).to_disk(tmp_path / "dev.spacy")
     out = run_benchmark(
         "bench_int8_ner.py", str(tmp_path / "pipeline"), str(tmp_path / "dev.spacy"),
@@ -205,11 +211,7 @@ def test_gpu_check_runs_on_cpu_skipping_every_cuda_row_and_says_so():
 
 
 def test_bench_doc_size_prints_bytes_per_token_for_each_store(tmp_path):
-    options, weights = tmp_path / "options.json", tmp_path / "weights.hdf5"
-    tiny_bilm(seed=3).to_files(options, weights)
-    nlp = make_ner_nlp((str(options), str(weights)))
-    train(nlp, steps=2)
-    nlp.to_disk(tmp_path / "pipeline")
+    trained_ner_pipeline(tmp_path)
     out = run_benchmark(
         "bench_doc_size.py", str(tmp_path / "pipeline"), str(DATA / "sample_sentences.txt"), "--docs", "5", threads=()
     )
