@@ -47,7 +47,7 @@ from spacy.util import load_config, load_model_from_config, registry
 from spacy_elmo.bilm import ElmoBiLM, preset
 from spacy_elmo.bilm.precision import check_precision
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.layers.bilm_model import get_bilm
+from spacy_elmo.layers.bilm_layer import get_bilm
 from spacy_elmo.pipeline.elmo import ElmoComponent
 
 ROOT = Path(__file__).parent.parent

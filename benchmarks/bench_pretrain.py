@@ -39,9 +39,9 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from spacy_elmo.bilm import kernels
+from spacy_elmo.bilm.elmo_bilm import ElmoBiLM
 from spacy_elmo.bilm.language_model import BidirectionalLM
 from spacy_elmo.bilm.lm_head import build_lm_head
-from spacy_elmo.bilm.model import ElmoBiLM
 from spacy_elmo.bilm.precision import native_cpu_bf16
 from spacy_elmo.pretrain import load_config
 from spacy_elmo.pretrain.batches import epoch_batches, make_batch

@@ -39,7 +39,7 @@ def rss_mb() -> float:
 
 def output_caches(nlp) -> List[Tuple[int, float, int, int]]:
     """(entries, MB, hits, misses) of every biLM output cache in the pipeline."""
-    from spacy_elmo.layers.cache import LayerCache
+    from spacy_elmo.layers.bilm_output_cache import LayerCache
 
     found = []
     for _, pipe in nlp.pipeline:

@@ -343,7 +343,7 @@ def no_sync_per_batch(ctx: Context) -> Outcome:
 def gpu_trained_on_cpu(ctx: Context) -> Outcome:
     code = (
         "import sys, spacy\n"
-        "from spacy_elmo.layers.bilm_model import get_bilm\n"
+        "from spacy_elmo.layers.bilm_layer import get_bilm\n"
         "nlp = spacy.load(sys.argv[1], config={'components': {'elmo': {'store': 'all'}}})\n"
         "doc = nlp('The Council of Europe met in Strasbourg .')\n"
         "devices = sorted({p.device.type for p in get_bilm(nlp.get_pipe('elmo').model).parameters()})\n"

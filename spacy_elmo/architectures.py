@@ -11,7 +11,7 @@ from thinc.types import Floats2d, Floats3d
 
 from .bilm import ElmoOptions
 from .errors import ElmoError
-from .layers.bilm_model import DEFAULT_MAX_SEGMENT_LENGTH, build_bilm_model
+from .layers.bilm_layer import DEFAULT_MAX_SEGMENT_LENGTH, build_bilm_model
 from .layers.listener import build_listener, build_standalone, replace_listener
 from .layers.pooling import zeros_for_empty
 from .layers.scalar_mix import build_scalar_mix

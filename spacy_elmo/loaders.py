@@ -11,7 +11,7 @@ from confection import ConfigValidationError
 from spacy.util import registry
 
 from .bilm import ElmoBiLM
-from .bilm.model import WEIGHTS_NAME, check_bilm_dir
+from .bilm.elmo_bilm import WEIGHTS_NAME, check_bilm_dir
 from .bilm.options import BILM_DIR_HINT
 from .errors import ElmoError
 from .io import require_file

@@ -1,4 +1,4 @@
-"""A slow, literal NumPy reading of bilm-tf's model (bilm/model.py), independent of spacy_elmo's modules.
+"""A slow, literal NumPy reading of bilm-tf's model (bilm/elmo_bilm.py), independent of spacy_elmo's modules.
 
 It works on bilm-tf-layout arrays (what ``ElmoBiLM.tf_arrays()`` exports, and
 what the files hold), one sentence at a time, with explicit loops: the model

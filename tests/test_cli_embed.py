@@ -466,7 +466,7 @@ def test_embed_windows_lines_as_the_component_does_by_default():
     # written twice; this keeps the two equal.
     import inspect
 
-    from spacy_elmo.layers.bilm_model import DEFAULT_MAX_SEGMENT_LENGTH
+    from spacy_elmo.layers.bilm_layer import DEFAULT_MAX_SEGMENT_LENGTH
 
     option = inspect.signature(embed_module.embed_command).parameters["max_length"].default
     assert option.default == DEFAULT_MAX_SEGMENT_LENGTH

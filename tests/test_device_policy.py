@@ -5,7 +5,7 @@ import spacy
 import torch
 
 from spacy_elmo.bilm import ElmoError, precision
-from spacy_elmo.layers import bilm_model
+from spacy_elmo.layers import bilm_layer
 
 
 def fake_cuda(monkeypatch, capabilities):
@@ -37,7 +37,7 @@ def test_pretraining_auto_precision_takes_emulated_bf16_for_fp32(monkeypatch):
 
 
 def test_int8_on_a_gpu_is_refused_when_the_component_is_built(monkeypatch):
-    monkeypatch.setattr(bilm_model, "get_torch_default_device", lambda: torch.device("cuda", 0))
+    monkeypatch.setattr(bilm_layer, "get_torch_default_device", lambda: torch.device("cuda", 0))
     nlp = spacy.blank("en")
     with pytest.raises(ElmoError, match="'int8' runs on the CPU only"):
         nlp.add_pipe("elmo", config={"precision": "int8"})  # not at the first predict

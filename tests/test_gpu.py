@@ -7,7 +7,7 @@ import spacy
 
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.layers.bilm_model import get_bilm
+from spacy_elmo.layers.bilm_layer import get_bilm
 
 from .conftest import make_nlp, tiny_bilm, zip_equal
 

@@ -7,11 +7,11 @@ import torch
 from spacy.tokens import Doc
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoError, batch_char_ids
+from spacy_elmo.bilm.elmo_bilm import unique_types
 from spacy_elmo.bilm.kernels import packed_linear as PackedLinear
-from spacy_elmo.bilm.model import unique_types
 from spacy_elmo.bilm.precision import FORCE_BF16_ENV
 from spacy_elmo.bilm.type_cache import TypeCache
-from spacy_elmo.layers.bilm_model import get_bilm
+from spacy_elmo.layers.bilm_layer import get_bilm
 
 from .conftest import make_nlp, tiny_bilm, zip_equal
 
@@ -228,7 +228,7 @@ def test_int8_fine_tuning_is_refused_at_initialize_in_one_line(weight_files):
 
 
 def test_a_standalone_biLM_refuses_int8_fine_tuning_at_initialize(weight_files):
-    from spacy_elmo.layers.bilm_model import build_bilm_model, set_bilm, set_precision
+    from spacy_elmo.layers.bilm_layer import build_bilm_model, set_bilm, set_precision
     from spacy_elmo.layers.listener import build_standalone
     from spacy_elmo.layers.scalar_mix import build_scalar_mix
 
@@ -243,7 +243,7 @@ def test_a_standalone_biLM_refuses_int8_fine_tuning_at_initialize(weight_files):
 def test_the_component_refuses_an_unknown_precision_and_int8_fine_tuning(weight_files):
     with pytest.raises(ElmoError, match="elmo precision must be one of"):
         make_nlp(weight_files, precision="int4")
-    from spacy_elmo.layers.bilm_model import build_bilm_model, set_bilm, set_precision
+    from spacy_elmo.layers.bilm_layer import build_bilm_model, set_bilm, set_precision
 
     model = build_bilm_model(None)
     set_bilm(model, ElmoBiLM.from_files(*weight_files))
@@ -252,3 +252,31 @@ def test_the_component_refuses_an_unknown_precision_and_int8_fine_tuning(weight_
     assert model.predict([doc])[0].shape == (3, 2, 16)
     with pytest.raises(ElmoError, match="inference only"):
         model.begin_update([doc])
+
+
+def test_precision_is_applied_when_it_is_set_and_when_a_biLM_arrives_never_by_a_batch(weight_files):
+    """The biLM runs at the model's precision from the moment either is known (set_precision,
+    set_bilm, a load), so no prediction batch has a precision to decide."""
+    from spacy_elmo.layers.bilm_layer import build_bilm_model, get_bilm, set_bilm, set_precision
+
+    model = build_bilm_model(None)
+    set_precision(model, "int8")  # before the weights: applied when they arrive
+    set_bilm(model, ElmoBiLM.from_files(*weight_files))
+    assert get_bilm(model).precision == "int8"
+    set_precision(model, "fp32")  # after them: applied now
+    assert get_bilm(model).precision == "fp32"
+    set_precision(model, "int8")
+    loaded = build_bilm_model(None).from_bytes(model.to_bytes())  # a standalone model's load (no pipe)
+    assert get_bilm(loaded).precision == "int8"
+    assert get_bilm(loaded) is not get_bilm(model)
+    doc = Doc(spacy.blank("en").vocab, words=["a", "b"])
+    numpy.testing.assert_array_equal(loaded.predict([doc])[0], model.predict([doc])[0])
+
+
+def test_a_loaded_component_runs_at_its_config_precision_not_the_saved_one(weight_files, tmp_path):
+    nlp = make_nlp(weight_files, precision="int8")
+    nlp("a b")
+    nlp.to_disk(tmp_path / "int8")
+    fp32 = spacy.load(tmp_path / "int8", config={"components": {"elmo": {"precision": "fp32"}}})
+    assert get_bilm(fp32.get_pipe("elmo").model).precision == "fp32"
+    assert get_bilm(spacy.load(tmp_path / "int8").get_pipe("elmo").model).precision == "int8"

@@ -11,8 +11,8 @@ from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
 from spacy_elmo.bilm import ElmoError
-from spacy_elmo.layers.bilm_model import get_bilm
-from spacy_elmo.layers.doc_data import held_for_listeners
+from spacy_elmo.doc_data import held_for_listeners
+from spacy_elmo.layers.bilm_layer import get_bilm
 from spacy_elmo.layers.listener import batch_id, build_listener, learned_mix, receive
 from spacy_elmo.layers.scalar_mix import build_scalar_mix
 

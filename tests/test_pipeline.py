@@ -8,9 +8,9 @@ import spacy
 from spacy.tokens import Doc
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoError
+from spacy_elmo.doc_data import held_for_listeners
 from spacy_elmo.errors import ElmoNoWeightsError
-from spacy_elmo.layers.bilm_model import DEFAULT_MAX_SEGMENT_LENGTH
-from spacy_elmo.layers.doc_data import held_for_listeners
+from spacy_elmo.layers.bilm_layer import DEFAULT_MAX_SEGMENT_LENGTH, get_bilm
 
 from .conftest import make_nlp, tiny_bilm
 
@@ -144,7 +144,7 @@ def test_a_window_of_no_tokens_is_refused_naming_max_length():
 
 
 def test_layer_cache_keeps_its_byte_bound_least_recently_used_first():
-    from spacy_elmo.layers.cache import LayerCache
+    from spacy_elmo.layers.bilm_output_cache import LayerCache
 
     cache = LayerCache(max_mb=100 / 2**20)  # 100 bytes: two 40-byte entries fit, not three
     cache.check_weights("w")
@@ -171,7 +171,7 @@ def test_cache_is_exact_and_follows_weight_changes(weight_files):
     assert cache.hits == len(TEXTS)
     for a, b in zip(first, second):
         numpy.testing.assert_array_equal(a, b)
-    bilm = elmo.model.layers[0].shims[0]._model
+    bilm = get_bilm(elmo.model)
     with __import__("torch").no_grad():
         bilm.char_encoder.proj_bias.add_(1.0)
     bilm.mark_weights_changed()  # what code that edits the weights in place says (bilm/generation.py)
@@ -381,7 +381,7 @@ def test_pipelines_saved_with_a_torch_state_still_load(reference):
 
 
 def test_fine_tuning_a_windowed_doc_sees_the_same_vectors_and_backpropagates(weight_files, reference):
-    from spacy_elmo.layers.bilm_model import build_bilm_model, get_bilm, set_bilm
+    from spacy_elmo.layers.bilm_layer import build_bilm_model, get_bilm, set_bilm
 
     model = build_bilm_model(None, max_segment_length=8)
     set_bilm(model, reference)
@@ -478,7 +478,7 @@ def test_a_missing_saved_model_is_named(saved_on_the_bundled_biLM):
 
 
 def test_load_time_settings_apply_over_the_saved_ones(tmp_path, weight_files):
-    from spacy_elmo.layers.bilm_model import get_bilm
+    from spacy_elmo.layers.bilm_layer import get_bilm
 
     nlp = make_nlp(weight_files)
     nlp(TEXTS[0])
@@ -571,7 +571,7 @@ def test_damaged_saved_weights_are_refused_naming_the_file(tmp_path, weight_file
 
 def test_a_failed_load_keeps_the_biLM_the_pipe_had(tmp_path, weight_files, reference):
     from spacy_elmo.errors import ElmoWeightsError
-    from spacy_elmo.layers.bilm_model import get_bilm
+    from spacy_elmo.layers.bilm_layer import get_bilm
 
     nlp = make_nlp(weight_files)
     before = nlp(TEXTS[0])._.elmo_layers

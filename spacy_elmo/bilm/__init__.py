@@ -2,7 +2,7 @@
 
 from ..errors import ElmoError, ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError
 from .char_ids import batch_char_ids, sentence_char_ids, token_char_ids
-from .model import ElmoBiLM
+from .elmo_bilm import ElmoBiLM
 from .options import ElmoOptions, preset
 
 __all__ = [

@@ -28,9 +28,9 @@ from ..errors import ElmoError, ElmoWeightsError
 from ..io import arrays_sha256
 from .char_encoder import CharEncoder
 from .efml import EfmlFiles, EfmlNetwork, EfmlVocab, checked_vocab, read_efml_dir
+from .elmo_bilm import ElmoBiLM
 from .generation import TracksWeights, WeightsGeneration
 from .lstm import ProjectedLstm, _permute_gate_blocks
-from .model import ElmoBiLM
 from .options import ElmoOptions
 from .precision import check_precision
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE

@@ -12,8 +12,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from .elmo_bilm import ElmoBiLM
 from .lm_head import LmHead, VmfHead
-from .model import ElmoBiLM
 
 
 class BidirectionalLM(nn.Module):

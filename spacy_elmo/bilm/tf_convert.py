@@ -21,7 +21,7 @@ import numpy
 
 from ..errors import ElmoCheckpointError
 from ..io import atomic_dir
-from .model import OPTIONS_NAME, WEIGHTS_NAME
+from .elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
 from .options import ElmoOptions
 from .tf_checkpoint import TensorEntry, TFCheckpoint
 from .weights import check_model_size, checked_array, expected_shapes, larger_model_option, write_weights

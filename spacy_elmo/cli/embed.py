@@ -144,7 +144,7 @@ def source_files(source: Dict) -> Dict[str, Optional[Path]]:
     directory = source["bilm_dir"]
     if directory is None:
         return {"the --options-file": source["options_file"], "the --weight-file": source["weight_file"]}
-    from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
+    from ..bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
 
     return {f"the {name} of --bilm-dir": Path(directory) / name for name in (OPTIONS_NAME, WEIGHTS_NAME)}
 

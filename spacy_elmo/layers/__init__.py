@@ -1,6 +1,6 @@
 """thinc glue: the biLM wrapped for spaCy Docs, the scalar mix, the listener."""
 
-from .bilm_model import build_bilm_model, get_bilm, set_bilm
+from .bilm_layer import build_bilm_model, get_bilm, set_bilm
 from .listener import build_listener, build_standalone, learned_mix
 from .scalar_mix import build_scalar_mix
 

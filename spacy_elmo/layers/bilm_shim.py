@@ -1,5 +1,9 @@
 """The torch biLM inside thinc: ``PyTorchWrapper_v3``'s model with a shim that knows the biLM.
 
+The shim holds one ``BilmSlot`` for the model's whole life; the biLM is the slot's
+submodule, set when the weights arrive (a config with null sizes builds no biLM) and
+replaced by loading: torch's own submodule assignment, never a write into thinc's shim.
+
 thinc's ``PyTorchShim`` updates parameters in place through ``.data`` (the storage and
 its version counter stay the same), so the biLM cannot see that its weights changed:
 this shim says so after every update (``finish_update``), which keys the packed
@@ -9,7 +13,7 @@ kernels, the type cache and the component's layer cache on the new weights
 later ``embed_batch`` on the same module).
 """
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 from thinc.api import Model, Optimizer
@@ -17,6 +21,22 @@ from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.shims import PyTorchShim
 
 from ..bilm.generation import mark_weights_changed
+from ..errors import ElmoNoWeightsError
+
+
+class BilmSlot(torch.nn.Module):
+    """The module thinc's shim holds: the biLM (``self.bilm``) once there is one."""
+
+    bilm: Optional[torch.nn.Module]
+
+    def __init__(self, bilm: Optional[torch.nn.Module] = None) -> None:
+        super().__init__()
+        self.register_module("bilm", bilm)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self.bilm is None:
+            raise ElmoNoWeightsError("the ELMo biLM has no weights yet: it cannot run")
+        return self.bilm(*args, **kwargs)
 
 
 class BilmShim(PyTorchShim):
@@ -31,14 +51,27 @@ class BilmShim(PyTorchShim):
 
 
 def bilm_wrapper(
-    module: torch.nn.Module,
+    bilm: Optional[torch.nn.Module],
     convert_inputs: Callable,
     convert_outputs: Callable,
-    serialize_model: Callable[[Any], bytes],
-    deserialize_model: Callable[[Any, bytes, torch.device], Any],
+    serialize_bilm: Callable[[Any], bytes],
+    deserialize_bilm: Callable[[Any, bytes, torch.device], Any],
+    on_loaded: Callable[[torch.nn.Module], None],
 ) -> Model:
-    """What ``PyTorchWrapper_v3`` builds (same name, forward and serialized form), with ``BilmShim``."""
-    shim = BilmShim(module, serialize_model=serialize_model, deserialize_model=deserialize_model)
+    """What ``PyTorchWrapper_v3`` builds (same name, forward and serialized form), with
+    ``BilmShim`` holding ``BilmSlot(bilm)``; the (de)serializers see the biLM, not the
+    slot, and ``on_loaded`` is given each biLM a load puts in the slot."""
+
+    def serialize(slot: BilmSlot) -> bytes:
+        return serialize_bilm(slot.bilm)
+
+    def deserialize(slot: BilmSlot, data: bytes, device: torch.device) -> BilmSlot:
+        slot.bilm = deserialize_bilm(slot.bilm, data, device)
+        if slot.bilm is not None:
+            on_loaded(slot.bilm)
+        return slot
+
+    shim = BilmShim(BilmSlot(bilm), serialize_model=serialize, deserialize_model=deserialize)
     return Model(
         "pytorch",
         pytorch_forward,
@@ -46,3 +79,8 @@ def bilm_wrapper(
         shims=[shim],
         dims={"nI": None, "nO": None},
     )
+
+
+def bilm_slot(wrapper: Model) -> BilmSlot:
+    """The slot ``bilm_wrapper`` gave its shim (thinc keeps a shim's module in ``_model``)."""
+    return wrapper.shims[0]._model

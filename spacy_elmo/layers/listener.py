@@ -18,8 +18,8 @@ from spacy.tokens import Doc
 from thinc.api import Model, deserialize_attr, serialize_attr
 from thinc.types import Floats2d, Floats3d
 
+from ..doc_data import layers_for_listener
 from ..errors import ElmoError
-from .doc_data import layers_for_listener
 from .scalar_mix import MixModel, mix_weights
 
 ListenerModel = Model[List[Doc], List[Floats2d]]

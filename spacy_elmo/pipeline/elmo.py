@@ -8,7 +8,7 @@ gradients through a bounded cache, so later epochs do not recompute it.
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
@@ -19,8 +19,19 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
+from ..doc_data import (
+    DTYPE_CHOICES,
+    STORE_CHOICES,
+    check_token_mix,
+    check_token_mix_length,
+    layers_reducer,
+    store_doc_layers,
+    store_doc_reduced,
+    token_mix_reducer,
+    token_mix_weights,
+)
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
-from ..layers.bilm_model import (
+from ..layers.bilm_layer import (
     DEFAULT_MAX_SEGMENT_LENGTH,
     adopt_loaded_bilm,
     check_loaded_attrs,
@@ -31,17 +42,7 @@ from ..layers.bilm_model import (
     set_bilm,
     set_cache_size,
     set_precision,
-)
-from ..layers.doc_data import (
-    DTYPE_CHOICES,
-    STORE_CHOICES,
-    check_token_mix,
-    check_token_mix_length,
-    layers_reducer,
-    store_doc_layers,
-    store_doc_reduced,
-    token_mix_reducer,
-    token_mix_weights,
+    set_runtime_attrs,
 )
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
 from ..loaders import check_weight_pairing, check_weight_source, default_bilm_dir, load_bilm
@@ -137,6 +138,14 @@ def make_elmo(
     )
 
 
+class _Reduction(NamedTuple):
+    """How a batch's layers become what the Doc stores (``_annotate_reduced``)."""
+
+    reduce: Optional[Callable[[Any], Any]]
+    shape: Tuple[int, ...]
+    token_mix: List[float]
+
+
 class ElmoComponent(TrainablePipe):
     def __init__(
         self,
@@ -174,6 +183,7 @@ class ElmoComponent(TrainablePipe):
         # Only read when the model has no weights yet (never after loading a saved pipeline).
         self._weight_source = {"options_file": options_file, "weight_file": weight_file, "bilm_dir": bilm_dir}
         self.listener_map: Dict[str, List[Model]] = {}
+        self._reduction_made: Optional[Tuple[Tuple, _Reduction]] = None
         set_cache_size(model, cache_size_mb)
         set_precision(model, precision, "elmo precision")
         install_extensions()
@@ -256,7 +266,7 @@ class ElmoComponent(TrainablePipe):
             raise ElmoWeightsError(f"component '{self.name}': cannot load {what}: {err}") from err
         finally:
             self.cfg.update(settings)
-            self.model.attrs.update(attrs)
+            set_runtime_attrs(self.model, attrs)
         if with_model:
             self._check_token_mix()
 
@@ -366,18 +376,34 @@ class ElmoComponent(TrainablePipe):
 
     def _annotate_reduced(self, docs: List[Doc]) -> None:
         self._ensure_weights()
-        n_layers, width = self.model.get_dim("nL"), self.model.get_dim("nO")
-        token_mix = token_mix_weights(self.cfg["token_mix"], n_layers)
         store, dtype = self.cfg["store"], self.cfg["store_dtype"]
-        reducers = {"all": layers_reducer(dtype), "mix": token_mix_reducer(token_mix, dtype), "none": None}
-        shapes = {"all": (n_layers, width), "mix": (width,), "none": ()}
-        for doc, reduced in zip(docs, predict_reduced(self.model, docs, reducers[store])):
+        reduction = self._reduction()
+        for doc, reduced in zip(docs, predict_reduced(self.model, docs, reduction.reduce)):
             store_doc_reduced(
-                doc, reduced, source=self.name, store=store, dtype=dtype, token_mix=token_mix, shape=shapes[store]
+                doc,
+                reduced,
+                source=self.name,
+                store=store,
+                dtype=dtype,
+                token_mix=reduction.token_mix,
+                shape=reduction.shape,
             )
 
+    def _reduction(self) -> "_Reduction":
+        """What the Doc keeps of a batch's layers, made once per setting it depends on (the
+        store, its dtype, the token mix and the biLM's sizes), not per batch."""
+        n_layers, width = self.model.get_dim("nL"), self.model.get_dim("nO")
+        store, dtype, mix = self.cfg["store"], self.cfg["store_dtype"], self.cfg["token_mix"]
+        key = (store, dtype, None if mix is None else tuple(mix), n_layers, width)
+        if self._reduction_made is None or self._reduction_made[0] != key:
+            token_mix = token_mix_weights(mix, n_layers)
+            reduce = {"all": layers_reducer, "mix": lambda d: token_mix_reducer(token_mix, d), "none": lambda d: None}
+            shape = {"all": (n_layers, width), "mix": (width,), "none": ()}[store]
+            self._reduction_made = (key, _Reduction(reduce[store](dtype), shape, token_mix))
+        return self._reduction_made[1]
+
     def set_annotations(self, docs: Sequence[Doc], layers: List[Floats3d]) -> None:
-        token_mix = token_mix_weights(self.cfg["token_mix"], self.model.get_dim("nL"))
+        token_mix = self._reduction().token_mix
         for doc, doc_layers in zip(docs, layers):
             store_doc_layers(
                 doc,

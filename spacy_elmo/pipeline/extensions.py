@@ -2,7 +2,7 @@
 
 from spacy.tokens import Doc, Span, Token
 
-from ..layers.doc_data import stored_layers, token_vectors
+from ..doc_data import stored_layers, token_vectors
 
 
 def _token_elmo(token: Token):

@@ -24,8 +24,8 @@ import torch
 from confection import Config
 
 from ..bilm import ElmoBiLM, ElmoOptions
+from ..bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
-from ..bilm.model import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.weights import write_weights
 from ..errors import PretrainConfigError, PretrainDataError
 from ..io import atomic_path, read_jsonl, require_free_space, write_jsonl_atomic, write_text_atomic

@@ -4,9 +4,9 @@ from pathlib import Path
 from typing import Dict, Union
 
 from ..bilm import ElmoBiLM
+from ..bilm.elmo_bilm import OPTIONS_NAME
 from ..bilm.language_model import BidirectionalLM
 from ..bilm.lm_head import build_lm_head
-from ..bilm.model import OPTIONS_NAME
 from ..errors import PretrainDataError
 from .corpus import Corpus
 from .data import TrainingData

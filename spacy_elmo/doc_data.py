@@ -26,7 +26,7 @@ import numpy
 from spacy.tokens import Doc
 from thinc.api import get_array_module
 
-from ..errors import ElmoError
+from .errors import ElmoError
 
 # Any: spaCy's stub types doc.user_data as Dict[str, Any], though spaCy keys it by tuples too.
 KEY_LAYERS: Any = ("spacy_elmo", "layers")

@@ -21,13 +21,13 @@ from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2
 from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.model import iter_embedded, length_batches, sentence_layers
+from ..bilm.elmo_bilm import iter_embedded, length_batches, sentence_layers
 from ..bilm.precision import check_precision
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
+from .bilm_output_cache import LayerCache
+from .bilm_segments import Segment, batch_segments
 from .bilm_serialization import deserialize_bilm, serialize_bilm
-from .bilm_shim import bilm_wrapper
-from .cache import LayerCache
-from .segments import Segment, batch_segments
+from .bilm_shim import bilm_slot, bilm_wrapper
 
 BilmModel = Model[List[Doc], List[Floats3d]]
 
@@ -44,14 +44,24 @@ def build_bilm_model(
     problem = _max_segment_length_problem(max_segment_length)
     if problem:
         raise ElmoError(problem)
+
+    def at_model_precision(bilm: torch.nn.Module) -> None:
+        # A load sets this model's attrs before its layers' shims (thinc's from_dict walks
+        # the outer node first): the loaded biLM runs at the precision saved beside it.
+        # (A thinc copy of the model shares this function, so its loads follow the
+        # original's precision: replace_listeners' copies have the same one anyway.)
+        if isinstance(bilm, ElmoBiLM):
+            bilm.set_precision(model.attrs["precision"])
+
     wrapper = bilm_wrapper(
-        ElmoBiLM(options) if options is not None else torch.nn.Module(),
+        ElmoBiLM(options) if options is not None else None,
         convert_inputs=_convert_inputs,
         convert_outputs=_convert_outputs,
-        serialize_model=serialize_bilm,
-        deserialize_model=deserialize_bilm,
+        serialize_bilm=serialize_bilm,
+        deserialize_bilm=deserialize_bilm,
+        on_loaded=at_model_precision,
     )
-    return Model(
+    model: BilmModel = Model(
         "elmo_bilm",
         bilm_forward,
         layers=[wrapper],
@@ -71,6 +81,7 @@ def build_bilm_model(
             "weights_loaded": False,
         },
     )
+    return model
 
 
 def _max_segment_length_problem(value: Any) -> Optional[str]:
@@ -89,7 +100,7 @@ def check_loaded_attrs(model: BilmModel, source: str) -> None:
 
 def get_bilm(model: BilmModel) -> Optional[ElmoBiLM]:
     """The torch biLM, once it has real weights (None before)."""
-    bilm = model.layers[0].shims[0]._model
+    bilm = bilm_slot(model.layers[0]).bilm
     return bilm if isinstance(bilm, ElmoBiLM) and model.attrs["weights_loaded"] else None
 
 
@@ -106,8 +117,8 @@ def set_bilm(model: BilmModel, bilm: ElmoBiLM) -> None:
                 + ". Set these sizes in [components.elmo.model] (or set them all to null to take "
                 "the sizes from the weights)."
             )
-    # thinc's shims keep their module in `_model`; there is no public setter.
-    model.layers[0].shims[0]._model = bilm.to(get_torch_default_device()).eval()
+    bilm_slot(model.layers[0]).bilm = bilm.to(get_torch_default_device()).eval()
+    bilm.set_precision(model.attrs["precision"])
     model.set_dim("nO", bilm.output_dim, force=True)
     model.set_dim("nL", bilm.n_output_layers, force=True)
     model.attrs["weights_loaded"] = True
@@ -123,23 +134,31 @@ def runtime_attrs(model: BilmModel) -> Dict[str, Any]:
     return {name: model.attrs[name] for name in RUNTIME_ATTRS}
 
 
+def set_runtime_attrs(model: BilmModel, attrs: Dict[str, Any]) -> None:
+    """Put back what ``runtime_attrs`` returned (after a load brought the saved ones)."""
+    model.attrs.update(attrs)
+    bilm = get_bilm(model)
+    if bilm is not None:
+        bilm.set_precision(model.attrs["precision"])
+
+
 def forget_bilm(model: BilmModel) -> Callable[[], None]:
     """Drop the biLM before loading a saved one, so that only what the saved data holds can
     pass ``adopt_loaded_bilm`` (never the config's random module or an earlier biLM).
     Returns what puts the earlier biLM back, for a load that fails."""
-    shim = model.layers[0].shims[0]
-    earlier = shim._model, model.attrs["weights_loaded"]
-    shim._model, model.attrs["weights_loaded"] = torch.nn.Module(), False
+    slot = bilm_slot(model.layers[0])
+    earlier = slot.bilm, model.attrs["weights_loaded"]
+    slot.bilm, model.attrs["weights_loaded"] = None, False
 
     def restore() -> None:
-        shim._model, model.attrs["weights_loaded"] = earlier
+        slot.bilm, model.attrs["weights_loaded"] = earlier
 
     return restore
 
 
 def adopt_loaded_bilm(model: BilmModel) -> None:
     """After ``model.from_bytes``: use the biLM the saved data held; none is an error."""
-    bilm = model.layers[0].shims[0]._model
+    bilm = bilm_slot(model.layers[0]).bilm
     if not isinstance(bilm, ElmoBiLM):
         raise ElmoWeightsError("it holds no biLM (saved before any weights were loaded, or damaged)")
     set_bilm(model, bilm)
@@ -155,10 +174,13 @@ def set_cache_size(model: BilmModel, max_mb: float) -> None:
 def set_precision(model: BilmModel, precision: str, what: str = "precision") -> None:
     """How prediction runs the biLM: "fp32" (exact), "int8" (CPU) or "bf16" (where the
     device has native bf16, else refused unless forced), the last two inference only.
-    Checked now, before any weights load; applied to the torch module at its next
-    prediction (also after loading)."""
+    Checked now, before any weights load; applied to the biLM now and to every biLM
+    the model is given later (``set_bilm``), so no batch decides it."""
     check_precision(precision, what, device=get_torch_default_device())
     model.attrs["precision"] = precision
+    bilm = get_bilm(model)
+    if bilm is not None:
+        bilm.set_precision(precision)
 
 
 def _weights_key(bilm: ElmoBiLM) -> Tuple:
@@ -231,8 +253,6 @@ def _run_segments(model: BilmModel, bilm: ElmoBiLM, segments: List[Segment], tex
     """Every segment's ``(L+1, k, 2P)`` output to ``place(segment, output)``, batch by batch
     through the cache: a long doc's window outputs are freed once placed, so no step
     holds more than one batch of them."""
-    if bilm.precision != model.attrs["precision"]:
-        bilm.set_precision(model.attrs["precision"])
     cache: LayerCache = model.attrs["cache"]
     cache.check_weights(_weights_key(bilm))
     todo: Dict[Tuple[str, ...], List[int]] = {}  # each distinct segment computed once
