@@ -65,13 +65,12 @@ setup(
             "spacy-elmo.TextCatReduce.v1 = spacy_elmo.architectures:build_textcat_reduce_v1",
         ],
         "spacy_loggers": [
-            "spacy-elmo.TrainingLog.v1 = spacy_elmo.training_log:training_log_v1",
-            "spacy-elmo.TrainingLog.v2 = spacy_elmo.training_log:training_log_v2",
-            "spacy-elmo.TrainingLog.v3 = spacy_elmo.training_log:training_log_v3",
-            "spacy-elmo.TrainingLog.v4 = spacy_elmo.training_log:training_log_v4",
-            "spacy-elmo.TrainingLog.v5 = spacy_elmo.training_log:training_log_v5",
+            "spacy-elmo.TrainingLog.v1 = spacy_elmo.training.log:training_log_v1",
+            "spacy-elmo.TrainingLog.v2 = spacy_elmo.training.log:training_log_v2",
         ],
-        "thinc_optimizers": ["spacy-elmo.StatefulOptimizer.v1 = spacy_elmo.optimizer_state:stateful_optimizer"],
+        "thinc_optimizers": [
+            "spacy-elmo.StatefulOptimizer.v1 = spacy_elmo.training.optimizer_state:stateful_optimizer"
+        ],
         "spacy_misc": [
             "spacy-elmo.WeightsFromFiles.v1 = spacy_elmo.loaders:weights_from_files_v1",
             "spacy-elmo.WeightsOrDefault.v1 = spacy_elmo.loaders:weights_or_default_v1",

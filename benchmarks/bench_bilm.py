@@ -35,11 +35,11 @@ from typing import Dict, List
 
 import numpy
 import torch
+from layer_deviation import layer_deviation
 from machine import header, matmul_ceiling, median_seconds
 
 from spacy_elmo.bilm import ElmoBiLM, batch_char_ids, preset
 from spacy_elmo.bilm.char_encoder import CNN_CHUNK_TOKENS, PAD_ID
-from spacy_elmo.bilm.compare import layer_deviation
 from spacy_elmo.bilm.elmo_bilm import length_batches
 from spacy_elmo.bilm.precision import FORCE_BF16_ENV, native_cpu_bf16
 

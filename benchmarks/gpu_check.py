@@ -28,10 +28,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, cast
 import h5py
 import numpy
 import torch
+from layer_deviation import layer_deviation
 from machine import cuda_matmul_ceiling, gpu_model
 
 from spacy_elmo.bilm import ElmoBiLM, preset
-from spacy_elmo.bilm.compare import layer_deviation
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.loaders import DEFAULT_BILM_DIR
 

@@ -6,7 +6,7 @@ end), the next call starts a new stretch from the seed's last evaluation: every
 pipeline component is sourced from the ``model-last`` spaCy saved at that
 evaluation (spaCy resumes sourced components with ``nlp.resume_training``, it
 does not re-initialize them), the step and epoch caps are cut by what the
-earlier stretches used, and the log (``spacy-elmo.TrainingLog.v5``) appends to
+earlier stretches used, and the log (``spacy-elmo.TrainingLog.v2``) appends to
 ``log.jsonl`` with the steps, epochs, seconds and words offset, so the log is
 one global curve, and has spaCy count patience from the best evaluation so far.
 ``resume.json`` in the seed's directory records each stretch's first and last
@@ -15,7 +15,7 @@ model).
 
 Every stretch, the first included, trains a config written beside the seed
 (``first.cfg``, then ``resume.cfg``) whose optimizer is wrapped in
-``spacy-elmo.StatefulOptimizer.v1`` and whose log (``spacy-elmo.TrainingLog.v5``)
+``spacy-elmo.StatefulOptimizer.v1`` and whose log (``spacy-elmo.TrainingLog.v2``)
 saves the optimizer's state after each evaluation (``optimizer-state.msgpack``):
 a resumed stretch continues Adam's moments, bias correction and parameter
 averages from the resume point's evaluation (or says why not and starts them
@@ -34,11 +34,11 @@ What differs from an uninterrupted run:
 - The evaluations: a stretch evaluates at its own step 0, one step after the
   resume point S, so they fall at S + 1, S + 1 + eval_frequency, ... The
   stopping rule is the uninterrupted one: the log
-  (``spacy-elmo.TrainingLog.v5``) gives spaCy's loop the earlier stretches' best
+  (``spacy-elmo.TrainingLog.v2``) gives spaCy's loop the earlier stretches' best
   score and step b, so patience counts from the global best (b, or a later
   evaluation that ties or beats it), and runs out at the stretch's first
   evaluation at or after ``b + patience`` (the log moves b onto the stretch's
-  grid: ``spacy_elmo.training_log``); with ``S + 1 - b >= patience`` there is no
+  grid: ``spacy_elmo.training.log``); with ``S + 1 - b >= patience`` there is no
   patience left and training is over.
 - ``model-best`` is the best over all stretches: the earlier stretches' best is
   kept aside and put back unless the last stretch beat its score (ties go to
@@ -90,7 +90,7 @@ EARLIER_BEST = "model-best-earlier"
 # model-last as spaCy saved it at a stretch's last evaluation, moved aside by the log when
 # training ends (spaCy then saves model-last once more, with later weights).
 EVALUATED = "model-evaluated"
-LOGGER = "spacy-elmo.TrainingLog.v5"
+LOGGER = "spacy-elmo.TrainingLog.v2"
 STATEFUL_OPTIMIZER = "spacy-elmo.StatefulOptimizer.v1"
 
 

@@ -1,15 +1,15 @@
 """benchmarks/bench_pipelines.py's parts that decide what is timed (never a timing)."""
 
 import argparse
-import sys
 from pathlib import Path
 
 import pytest
 import spacy
 from spacy.tokens import Doc, DocBin
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
-import bench_pipelines as bench  # noqa: E402
+from .benchmark_modules import benchmark_module
+
+bench = benchmark_module("bench_pipelines")
 
 SENTENCES = [["Japan", "beat", "Syria", "."], ["Nadim", "Ladki"], ["AL-AIN", ",", "United", "Arab", "Emirates"]]
 

@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+import numpy
 import pytest
 import spacy
 from spacy.tokens import DocBin
 
+from .benchmark_modules import benchmark_module
 from .conftest import DATA, tiny_bilm
 from .test_listener import examples, train
 from .test_listener import make_nlp as make_ner_nlp
@@ -96,6 +98,15 @@ def test_bench_pretrain_refuses_a_negative_profile_count_before_building_anythin
     assert done.returncode == 2, done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1].endswith("--profile: a number of steps >= 0, got -1"), done.stderr
     assert "CPU:" not in done.stdout  # refused before the header (and any model) is built
+
+
+def test_bench_bilm_and_gpu_check_layer_deviation_is_max_abs_and_mean_cosine_per_layer():
+    """Per layer over all tokens of all sentences: layer 0 has one token off by 1 at
+    cosine 0 and one equal, layer 1 one token halved (off by 1.5, cosine 1)."""
+    layer_deviation = benchmark_module("layer_deviation").layer_deviation
+    exact = [numpy.array([[[1, 0]], [[0, 3]]], "f"), numpy.array([[[2, 0]], [[4, 0]]], "f")]
+    approximate = [numpy.array([[[0, 1]], [[0, 1.5]]], "f"), numpy.array([[[2, 0]], [[4, 0]]], "f")]
+    assert layer_deviation(exact, approximate) == [(1.0, 0.5), (1.5, 1.0)]
 
 
 def test_bench_bilm_prints_speed_int8_deviation_and_the_type_cache():
@@ -190,11 +201,7 @@ def test_bench_train_memory_prints_the_growth_and_the_cache_per_malloc_setting(t
 def test_gpu_check_runs_on_cpu_skipping_every_cuda_row_and_says_so():
     """Without CUDA: exit 0, every row in the table (the CPU rows PASS, the CUDA ones SKIP
     "no CUDA device"), and a last line naming what was skipped."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        import gpu_check
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
+    gpu_check = benchmark_module("gpu_check")
     out = run_benchmark("gpu_check.py", threads=())
     statuses = {}
     for entry in gpu_check.ROWS:

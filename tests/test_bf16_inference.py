@@ -12,13 +12,15 @@ from typer.testing import CliRunner
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoError, batch_char_ids, kernels
 from spacy_elmo.bilm import precision as policy
-from spacy_elmo.bilm.compare import layer_deviation
 from spacy_elmo.bilm.kernels import packed_linear as PackedLinear
 from spacy_elmo.bilm.precision import FORCE_BF16_ENV
 from spacy_elmo.cli import app
 from spacy_elmo.cli import embed as embed_module
 
+from .benchmark_modules import benchmark_module
 from .conftest import make_nlp, tiny_bilm, zip_equal
+
+layer_deviation = benchmark_module("layer_deviation").layer_deviation
 
 SENTENCES = [["The", "cat", "sat", "."], ["A", "dog", "sat", "on", "the", "cat", "."], ["cat"]]
 TEXT = "The cat sat on the mat ."

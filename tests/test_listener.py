@@ -424,7 +424,7 @@ def test_a_listener_without_its_producer_warns_once_naming_the_component(weight_
 
 @pytest.mark.parametrize("grad_factor,shown", [(0.0, False), (0.5, True)])
 def test_the_training_table_shows_the_elmo_loss_only_when_the_biLM_trains(weight_files, grad_factor, shown):
-    from spacy_elmo.training_log import _TableView
+    from spacy_elmo.training.log import _TableView
 
     nlp = make_nlp(weight_files, ner_listener=listener(grad_factor=grad_factor))
     train(nlp, steps=1)

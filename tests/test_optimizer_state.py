@@ -1,14 +1,28 @@
 """The optimizer's state survives a resumed stretch: saved by stable parameter
 names, restored into a pipeline loaded afresh (other node ids), exactly."""
 
+import io
+from typing import List
+
 import numpy
 import pytest
 import spacy
+import srsly
+from spacy.tokens import DocBin
 from spacy.training import Example
-from thinc.api import Adam
+from spacy.training.initialize import init_nlp
+from spacy.training.loop import train as train_pipeline
+from spacy.util import registry
+from thinc.api import Adam, Optimizer
 
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.optimizer_state import optimizer_for, parameter_names, restore_state, save_state, stateful_optimizer
+from spacy_elmo.training.optimizer_state import (
+    OPTIMIZERS,
+    parameter_names,
+    restore_state,
+    save_state,
+    stateful_optimizer,
+)
 
 TEXTS = [("a good film", "POS"), ("a bad film", "NEG"), ("good fun", "POS"), ("bad acting", "NEG")]
 # An inline tok2vec with a torch biLSTM: node parameters and a torch shim's parameters.
@@ -109,16 +123,67 @@ def test_a_wider_pipeline_is_refused_by_size(tmp_path):
     assert not fresh.mom1
 
 
-def test_the_optimizer_is_found_by_its_state_file(tmp_path):
-    optimizer = stateful_optimizer(Adam(0.01), str(tmp_path / "state"))
-    assert optimizer_for(str(tmp_path / "." / "state")) is optimizer
+def test_the_log_takes_the_optimizer_made_last_for_its_state_file(tmp_path):
+    stateful_optimizer(Adam(0.01), str(tmp_path / "state"))  # init_nlp's resolution of [training]
+    later = stateful_optimizer(Adam(0.01), str(tmp_path / "state"))  # train's, the one it updates
+    assert OPTIMIZERS.take(str(tmp_path / "." / "state")) is later
     with pytest.raises(ElmoError, match="spacy-elmo.StatefulOptimizer.v1"):
-        optimizer_for(str(tmp_path / "other"))
+        OPTIMIZERS.take(str(tmp_path / "state"))  # taken: the hand-off keeps no finished run's optimizer
+    with pytest.raises(ElmoError, match="spacy-elmo.StatefulOptimizer.v1"):
+        OPTIMIZERS.take(str(tmp_path / "other"))
+
+
+MADE: List[Optimizer] = []
+
+
+@registry.optimizers("spacy-elmo-test.RecordedAdam.v1")
+def recorded_adam() -> Optimizer:
+    MADE.append(Adam(0.01))
+    return MADE[-1]
+
+
+def spacy_train_config(tmp_path):
+    """A tiny textcat config as a resumed project stretch writes it: the optimizer wrapped in
+    StatefulOptimizer.v1, TrainingLog.v2 saving its state; 4 steps, an evaluation every 2."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe("textcat", config=TEXTCAT)
+    for split in ("train", "dev"):
+        docs = [example.reference for example in examples(nlp)]
+        DocBin(docs=docs).to_disk(tmp_path / f"{split}.spacy")
+    config = nlp.config.copy()
+    config["paths"].update(train=str(tmp_path / "train.spacy"), dev=str(tmp_path / "dev.spacy"))
+    state_file = str(tmp_path / "state")
+    config["training"].update(max_steps=4, eval_frequency=2, patience=0, dropout=0.0)
+    config["training"]["optimizer"] = {
+        "@optimizers": "spacy-elmo.StatefulOptimizer.v1",
+        "optimizer": {"@optimizers": "spacy-elmo-test.RecordedAdam.v1"},
+        "state_file": state_file,
+    }
+    config["training"]["logger"] = {"@loggers": "spacy-elmo.TrainingLog.v2", "optimizer_state": state_file}
+    return config
+
+
+def test_the_log_saves_the_state_of_the_optimizer_spacy_trains_with(tmp_path):
+    """``spacy train`` resolves [training] twice (init_nlp, then train): the state saved at the
+    last evaluation (step 4, the last update) is the moments of the optimizer spaCy's loop
+    updated, not of init_nlp's, which no update reaches."""
+    MADE.clear()
+    nlp = init_nlp(spacy_train_config(tmp_path))
+    (tmp_path / "out").mkdir()  # as spacy train's command makes it
+    train_pipeline(nlp, tmp_path / "out", stdout=io.StringIO(), stderr=io.StringIO())
+    updated = [optimizer for optimizer in MADE if optimizer.nr_update]
+    assert len(MADE) == 2 and len(updated) == 1
+    trained, names = updated[0], parameter_names(nlp)
+    saved = srsly.read_msgpack(tmp_path / "state")
+    assert saved["step"] == 4
+    assert set(saved["params"]) == {names[key][0] for key in trained.nr_update}
+    for key, count in trained.nr_update.items():
+        entry = saved["params"][names[key][0]]
+        assert entry["nr_update"] == count == 5  # steps 0-4
+        numpy.testing.assert_array_equal(entry["mom1"], trained.mom1[key])
 
 
 def test_saved_moments_are_the_optimizer_s(tmp_path):
-    import srsly
-
     nlp, optimizer = trained(2)
     save_state(nlp, optimizer, tmp_path / "state", step=2)
     saved = srsly.read_msgpack(tmp_path / "state")

@@ -1,20 +1,24 @@
-"""spacy-elmo.TrainingLog.v4 and v5: a resumed stretch stops by the uninterrupted rule, and v5
-keeps the last evaluation's model when training ends.
+"""spacy-elmo.TrainingLog.v2, the log of a resumed stretch: the stretch stops by the
+uninterrupted rule (best_score, best_step), and keep_evaluated keeps the last evaluation's
+model when training ends.
 
 spaCy's own training loop (``train_while_improving``) runs on a blank pipeline with
 scripted dev scores, and the log's ``log_step`` is called on each of its steps as
 ``spacy train`` calls it."""
 
+import inspect
 import io
 import itertools
+import json
 from typing import Dict, List, Optional, Tuple
 
 import pytest
 import spacy
 from spacy.training.loop import train_while_improving
+from spacy.util import registry
 from thinc.api import Adam
 
-from spacy_elmo.training_log import training_log_v4, training_log_v5
+from spacy_elmo.training.log import training_log_v2
 
 EVAL_FREQUENCY = 2
 PATIENCE = 10
@@ -26,7 +30,7 @@ def run_stretch(scores: Dict[int, float], first_step: int, earlier_best: Optiona
     nlp = spacy.blank("en")
     nlp.config["training"].update(eval_frequency=EVAL_FREQUENCY, patience=PATIENCE)  # what spacy train reads
     best_score, best_step = earlier_best or (None, None)
-    setup = training_log_v4(step_offset=first_step, best_score=best_score, best_step=best_step)
+    setup = training_log_v2(step_offset=first_step, best_score=best_score, best_step=best_step)
     log_step, finalize = setup(nlp, stdout=io.StringIO(), stderr=io.StringIO())
     current = {}
     evaluated = []
@@ -103,23 +107,46 @@ def test_without_an_earlier_best_the_stretch_is_spacys_own_rule():
 
 def test_best_score_and_step_come_together():
     with pytest.raises(ValueError, match="best_score and best_step together"):
-        training_log_v4(best_score=0.5)
+        training_log_v2(best_score=0.5)
+
+
+def evaluation(step: int, **more) -> dict:
+    """spaCy's ``info`` at an evaluation of epoch 0, 1 second and 10 words in."""
+    info = {"epoch": 0, "step": step, "score": 0.5, "other_scores": {}, "losses": {}, "checkpoints": [(0.5, step)]}
+    return {**info, "seconds": 1, "words": 10, **more}
+
+
+def test_a_config_written_for_the_earlier_v2_still_loads(tmp_path):
+    """v2's first seven parameters are those of the v2 that only appended with offsets,
+    in their order; the later ones default to a fresh run's."""
+    first = ["output_file", "progress_bar", "append", "epoch_offset", "step_offset", "seconds_offset", "words_offset"]
+    assert list(inspect.signature(training_log_v2).parameters)[:7] == first
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"step": 0}\n')
+    offsets = {"epoch_offset": 1, "step_offset": 11, "seconds_offset": 60, "words_offset": 100}
+    config = {"@loggers": "spacy-elmo.TrainingLog.v2", "output_file": str(log), "append": True, **offsets}
+    setup = registry.resolve({"logger": config})["logger"]
+    log_step, finalize = setup(spacy.blank("en"), stdout=io.StringIO(), stderr=io.StringIO())
+    log_step(evaluation(step=2))
+    finalize()
+    earlier, record = log.read_text().splitlines()
+    assert earlier == '{"step": 0}'
+    want = {"epoch": 1, "step": 13, "score": 0.5, "seconds": 61, "words": 110, "losses": {}, "scores": {}}
+    assert json.loads(record) == want
 
 
 def test_the_last_evaluations_model_is_kept_before_spacy_saves_model_last_again(tmp_path):
-    """v5's keep_evaluated: finalize (spaCy calls it just before its last save of model-last)
+    """keep_evaluated: finalize (spaCy calls it just before its last save of model-last)
     moves the model saved at the last evaluation aside, replacing an older copy."""
     nlp = spacy.blank("en")
     model_last, kept = tmp_path / "model-last", tmp_path / "model-evaluated"
     kept.mkdir()
     (kept / "which").write_text("an earlier stretch's")
-    setup = training_log_v5(keep_evaluated=str(kept))
+    setup = training_log_v2(keep_evaluated=str(kept))
     log_step, finalize = setup(nlp, stdout=io.StringIO(), stderr=io.StringIO())
     model_last.mkdir()
     (model_last / "which").write_text("step 4's")
-    info = {"epoch": 0, "step": 4, "score": 0.5, "other_scores": {}, "losses": {}, "checkpoints": [(0.5, 4)]}
-    info.update(seconds=1, words=10, output_path=str(model_last))
-    log_step(info)
+    log_step(evaluation(step=4, output_path=str(model_last)))
     finalize()
     assert (kept / "which").read_text() == "step 4's" and not model_last.exists()
 
@@ -127,7 +154,7 @@ def test_the_last_evaluations_model_is_kept_before_spacy_saves_model_last_again(
 def test_a_stretch_without_an_evaluation_keeps_nothing(tmp_path):
     """Killed before its first evaluation: model-last on disk is no evaluation of this stretch's."""
     (tmp_path / "model-last").mkdir()
-    setup = training_log_v5(keep_evaluated=str(tmp_path / "model-evaluated"))
+    setup = training_log_v2(keep_evaluated=str(tmp_path / "model-evaluated"))
     log_step, finalize = setup(spacy.blank("en"), stdout=io.StringIO(), stderr=io.StringIO())
     log_step(None)
     finalize()

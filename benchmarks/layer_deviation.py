@@ -1,4 +1,5 @@
-"""How far one run's layer outputs are from another's (int8 or bf16 against fp32)."""
+"""How far one run's layer outputs are from another's (int8 or bf16 against fp32): the
+figure bench_bilm.py and gpu_check.py report, and tests/test_bf16_inference.py bounds."""
 
 from typing import List, Sequence, Tuple
 

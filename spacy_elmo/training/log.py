@@ -1,39 +1,44 @@
-"""``spacy-elmo.TrainingLog.v1``: spaCy's console table, plus a JSONL record of
-every evaluation with the elapsed seconds and words seen (what a fair
-comparison reports: epochs, steps, wall time, best dev score).
+"""The training log: two registrations, one job each.
 
-``spacy-elmo.TrainingLog.v2`` adds what a resumed run needs: it appends to the
-file instead of replacing it, and adds offsets to each record's epoch, step,
-seconds and words, so the stretches of a resumed run make one global curve.
+``spacy-elmo.TrainingLog.v1`` (every config in ``configs/``): spaCy's console
+table, plus a JSONL record of every evaluation with the elapsed seconds and
+words seen (what a fair comparison reports: epochs, steps, wall time, best dev
+score).
 
-``spacy-elmo.TrainingLog.v3`` adds ``optimizer_state``: the file the optimizer's
-state is saved to after each evaluation and restored from when a stretch starts
-(see ``optimizer_state``; the config's optimizer must be wrapped in
-``spacy-elmo.StatefulOptimizer.v1`` with the same file).
+``spacy-elmo.TrainingLog.v2``: the log of one stretch of a resumed run (a
+killed ``spacy train`` started again from its last evaluation). Its arguments
+after v1's all default to a fresh run:
 
-``spacy-elmo.TrainingLog.v4`` adds ``best_score`` and ``best_step``: the best
-evaluation of the earlier stretches (its global step). spaCy's patience counts
-from the best of the stretch's own evaluations, so a resumed stretch would take
-its first evaluation for the best so far. At that first evaluation the log adds
-the earlier best to ``info["checkpoints"]``, the list of ``(score, step)``
-results spaCy's loop keeps and reads for patience, at its step in the stretch's
-own count (``best_step - step_offset``, before the stretch began), moved later by
-less than one evaluation interval: the stretch evaluates at ``step_offset + k *
-eval_frequency``, off the uninterrupted run's grid (by one step after one resume),
-so patience then runs out at the stretch's first evaluation at or after
-``best_step + patience``, where the uninterrupted run has its last one (without
-the move it ran out a step before that evaluation, and the stretch trained its last
-``eval_frequency - 1`` steps unevaluated). ``eval_frequency`` and ``patience`` are
-read from ``nlp.config["training"]``, where spaCy's training loop reads them.
-
-``spacy-elmo.TrainingLog.v5`` adds ``keep_evaluated``: a directory the model
-spaCy saved as ``model-last`` at the stretch's last evaluation is moved to when
-training ends, normally, by an interrupt (Ctrl-C: SIGINT) or by an
-error. spaCy saves ``model-last`` once more right then, with the weights of that
-moment, up to ``eval_frequency - 1`` updates later, and under the same
-``meta.json``: a resumed stretch should start from the evaluation's weights, the
-ones the optimizer's saved state belongs to (``scripts/resume_training.py``
-does), and has them even where that last save is cut short.
+- ``append`` and the ``*_offset``s: it appends to the file instead of replacing
+  it, and adds the offsets to each record's epoch, step, seconds and words, so
+  the stretches of a resumed run make one global curve.
+- ``optimizer_state``: the file the optimizer's state is saved to after each
+  evaluation and restored from when a stretch starts (see
+  ``optimizer_state``; the config's optimizer must be wrapped in
+  ``spacy-elmo.StatefulOptimizer.v1`` with the same file).
+- ``best_score`` and ``best_step``: the best evaluation of the earlier
+  stretches (its global step). spaCy's patience counts from the best of the
+  stretch's own evaluations, so a resumed stretch would take its first
+  evaluation for the best so far. At that first evaluation the log adds the
+  earlier best to ``info["checkpoints"]``, the list of ``(score, step)``
+  results spaCy's loop keeps and reads for patience, at its step in the
+  stretch's own count (``best_step - step_offset``, before the stretch began),
+  moved later by less than one evaluation interval: the stretch evaluates at
+  ``step_offset + k * eval_frequency``, off the uninterrupted run's grid (by one
+  step after one resume), so patience then runs out at the stretch's first
+  evaluation at or after ``best_step + patience``, where the uninterrupted run
+  has its last one (without the move it ran out a step before that evaluation,
+  and the stretch trained its last ``eval_frequency - 1`` steps unevaluated).
+  ``eval_frequency`` and ``patience`` are read from ``nlp.config["training"]``,
+  where spaCy's training loop reads them.
+- ``keep_evaluated``: a directory the model spaCy saved as ``model-last`` at the
+  stretch's last evaluation is moved to when training ends, normally, by an
+  interrupt (Ctrl-C: SIGINT) or by an error. spaCy saves ``model-last`` once
+  more right then, with the weights of that moment, up to ``eval_frequency - 1``
+  updates later, and under the same ``meta.json``: a resumed stretch should
+  start from the evaluation's weights, the ones the optimizer's saved state
+  belongs to (``scripts/resume_training.py`` does), and has them even where that
+  last save is cut short.
 
 The table leaves out the loss column of an elmo component whose biLM no
 listener fine-tunes: it is always 0.00, and users took it for a bug."""
@@ -46,9 +51,9 @@ from typing import IO, Any, Callable, Dict, Optional, Tuple
 from spacy.training.loggers import console_logger_v3
 from spacy.util import registry
 
-from .errors import ElmoError
-from .io import move_dir
-from .optimizer_state import optimizer_for, restore_state, save_state
+from ..errors import ElmoError
+from ..io import move_dir
+from .optimizer_state import OPTIMIZERS, restore_state, save_state
 
 RECORD_KEYS = ("epoch", "step", "score", "seconds", "words")
 OFFSET_KEYS = ("epoch", "step", "seconds", "words")
@@ -61,52 +66,6 @@ def training_log_v1(output_file: Optional[str] = None, progress_bar: Optional[st
 
 @registry.loggers("spacy-elmo.TrainingLog.v2")
 def training_log_v2(
-    output_file: Optional[str] = None,
-    progress_bar: Optional[str] = None,
-    append: bool = False,
-    epoch_offset: int = 0,
-    step_offset: int = 0,
-    seconds_offset: int = 0,
-    words_offset: int = 0,
-) -> Callable:
-    return training_log_v3(output_file, progress_bar, append, epoch_offset, step_offset, seconds_offset, words_offset)
-
-
-@registry.loggers("spacy-elmo.TrainingLog.v3")
-def training_log_v3(
-    output_file: Optional[str] = None,
-    progress_bar: Optional[str] = None,
-    append: bool = False,
-    epoch_offset: int = 0,
-    step_offset: int = 0,
-    seconds_offset: int = 0,
-    words_offset: int = 0,
-    optimizer_state: Optional[str] = None,
-) -> Callable:
-    return training_log_v4(
-        output_file, progress_bar, append, epoch_offset, step_offset, seconds_offset, words_offset, optimizer_state
-    )
-
-
-@registry.loggers("spacy-elmo.TrainingLog.v4")
-def training_log_v4(
-    output_file: Optional[str] = None,
-    progress_bar: Optional[str] = None,
-    append: bool = False,
-    epoch_offset: int = 0,
-    step_offset: int = 0,
-    seconds_offset: int = 0,
-    words_offset: int = 0,
-    optimizer_state: Optional[str] = None,
-    best_score: Optional[float] = None,
-    best_step: Optional[int] = None,
-) -> Callable:
-    offsets = (epoch_offset, step_offset, seconds_offset, words_offset)
-    return training_log_v5(output_file, progress_bar, append, *offsets, optimizer_state, best_score, best_step)
-
-
-@registry.loggers("spacy-elmo.TrainingLog.v5")
-def training_log_v5(
     output_file: Optional[str] = None,
     progress_bar: Optional[str] = None,
     append: bool = False,
@@ -185,7 +144,7 @@ class _OptimizerKeeper:
 
     def __init__(self, nlp: Any, path: Path, stdout: IO) -> None:
         self.nlp, self.path, self.stdout = nlp, path, stdout
-        self.optimizer = optimizer_for(str(path))
+        self.optimizer = OPTIMIZERS.take(str(path))
 
     def restore(self, step: int) -> None:
         why_not = restore_state(self.nlp, self.optimizer, self.path, step)

@@ -6,9 +6,26 @@ first updates after a resume took full-size steps from zero moments, and a
 resumed run's dev score could fall for hundreds of steps.
 
 ``spacy-elmo.StatefulOptimizer.v1`` wraps a config's optimizer and names the
-file its state is kept in; ``spacy-elmo.TrainingLog.v3`` (given the same file)
-saves that state after each evaluation, once spaCy has saved ``model-last``,
-and restores it when a stretch starts from the step the file was saved at.
+file its state is kept in; ``spacy-elmo.TrainingLog.v2`` (given the same file
+as ``optimizer_state``) saves that state after each evaluation, once spaCy has
+saved ``model-last``, and restores it when a stretch starts from the step the
+file was saved at.
+
+How the log gets the optimizer: ``OPTIMIZERS``, a hand-off keyed by state file.
+spaCy 3.8 gives a logger no supported way to the optimizer it trains with:
+``spacy.training.loop.train`` resolves ``[training]`` and passes the optimizer
+to its update loop only; the logger's setup gets ``(nlp, stdout, stderr)`` and
+each step's ``info`` holds no optimizer; ``nlp._optimizer`` is private and is
+the optimizer ``init_nlp`` made when it resolved the same config before
+(``spacy train`` resolves ``[training]`` twice, so there are two); a
+``${training.optimizer}`` reference in the logger's arguments resolves to a
+third optimizer of its own. So ``StatefulOptimizer.v1`` offers each optimizer
+it makes under its file, a later one replacing an earlier (``train``'s
+resolution comes after ``init_nlp``'s), and the logger's setup, which spaCy
+calls after that resolution, takes it out. Thinc's ``Optimizer`` has
+``__slots__`` without ``__weakref__``, so the hand-off cannot hold weak
+references; it holds at most one optimizer per state file, and none once a
+log has taken it (the run's log then keeps it as long as the run lasts).
 
 Thinc keys an optimizer's state by (node id, parameter name), and node ids
 differ from one process to the next: the file names each parameter by its
@@ -25,31 +42,40 @@ from spacy.util import registry
 from thinc.api import Model, Optimizer, get_current_ops
 from thinc.util import to_numpy
 
-from .errors import ElmoError
-from .io import atomic_path
+from ..errors import ElmoError
+from ..io import atomic_path
 
 ParamKey = Tuple[int, str]
 
-# The optimizer each state file belongs to, set when spaCy resolves the config: the
-# logger's setup runs after the resolution that made the optimizer spaCy trains with.
-_OPTIMIZERS: Dict[str, Optimizer] = {}
+
+class OptimizerHandoff:
+    """The optimizer made for each state file, from the config's resolution until a
+    log's setup takes it (see the module's docstring for why spaCy needs this)."""
+
+    def __init__(self) -> None:
+        self._waiting: Dict[str, Optimizer] = {}
+
+    def offer(self, state_file: str, optimizer: Optimizer) -> None:
+        self._waiting[_file_key(state_file)] = optimizer  # a later resolution replaces an earlier one
+
+    def take(self, state_file: str) -> Optimizer:
+        try:
+            return self._waiting.pop(_file_key(state_file))
+        except KeyError as err:
+            raise ElmoError(
+                f"optimizer_state = {state_file!r}, but no optimizer was made for that file: "
+                'wrap [training.optimizer] in @optimizers = "spacy-elmo.StatefulOptimizer.v1" with the same state_file'
+            ) from err
+
+
+OPTIMIZERS = OptimizerHandoff()
 
 
 @registry.optimizers("spacy-elmo.StatefulOptimizer.v1")
 def stateful_optimizer(optimizer: Optimizer, state_file: str) -> Optimizer:
-    """``spacy-elmo.StatefulOptimizer.v1``: ``optimizer`` itself, known by ``state_file``."""
-    _OPTIMIZERS[_file_key(state_file)] = optimizer
+    """``spacy-elmo.StatefulOptimizer.v1``: ``optimizer`` itself, offered to the log under ``state_file``."""
+    OPTIMIZERS.offer(state_file, optimizer)
     return optimizer
-
-
-def optimizer_for(state_file: str) -> Optimizer:
-    try:
-        return _OPTIMIZERS[_file_key(state_file)]
-    except KeyError as err:
-        raise ElmoError(
-            f"optimizer_state = {state_file!r}, but no optimizer was made for that file: "
-            'wrap [training.optimizer] in @optimizers = "spacy-elmo.StatefulOptimizer.v1" with the same state_file'
-        ) from err
 
 
 def _file_key(state_file: str) -> str:
