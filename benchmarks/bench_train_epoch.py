@@ -13,6 +13,11 @@ The 2026-11-23 figure in docs/speed.md timed ELMo on the encoder's output, the
 ner_elmo.cfg of that day: --elmo-config ner_elmo_output.cfg times that model.
 
 Without --train, a synthetic corpus (random entity sentences) is used.
+
+``--grad-factor G`` (> 0) also times the ELMo config fine-tuning its biLM (the
+listener at ``--listener`` gets ``grad_factor = G``): no cache can serve it, so
+every epoch runs the biLM forward and backward; it prints that epoch's cost
+beside the frozen one and the words per second of each.
 """
 
 import argparse
@@ -103,6 +108,12 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--elmo-config", default="ner_elmo.cfg", help="the ELMo config in configs/ to time")
+    parser.add_argument(
+        "--grad-factor", type=float, default=0.0, help="also time the ELMo config fine-tuning its biLM (0: frozen only)"
+    )
+    parser.add_argument(
+        "--listener", default="components.ner.model.tok2vec.elmo", help="the ELMo config's listener block"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     vocab_nlp = spacy.blank("en")
@@ -127,9 +138,15 @@ def main() -> None:
             "ner_cnn.cfg": run_config("ner_cnn.cfg", data, args.epochs, {}, args.batch_words),
             args.elmo_config: run_config(args.elmo_config, data, args.epochs, elmo_overrides, args.batch_words),
         }
-    print("config | " + " | ".join(f"epoch {i + 1} s" for i in range(args.epochs)))
+        if args.grad_factor:
+            tuned = {**elmo_overrides, f"{args.listener}.grad_factor": args.grad_factor}
+            name = f"{args.elmo_config}, grad_factor {args.grad_factor:g}"
+            results[name] = run_config(args.elmo_config, data, args.epochs, tuned, args.batch_words)
+    print("config | " + " | ".join(f"epoch {i + 1} s" for i in range(args.epochs)) + " | words/s after epoch 1")
     for name, times in results.items():
-        print(f"{name} | " + " | ".join(f"{t:.1f}" for t in times))
+        later = times[1:] or times
+        words_per_second = n_tokens * len(later) / sum(later)
+        print(f"{name} | " + " | ".join(f"{t:.1f}" for t in times) + f" | {words_per_second:,.0f}")
     cnn_later = sum(results["ner_cnn.cfg"][1:]) / max(len(results["ner_cnn.cfg"]) - 1, 1)
     elmo_later = sum(results[args.elmo_config][1:]) / max(len(results[args.elmo_config]) - 1, 1)
     print(f"after the first epoch: ELMo/CNN epoch time = {elmo_later / cnn_later:.2f} (target <= 1.5)")

@@ -124,8 +124,12 @@ def test_bench_bilm_prints_speed_int8_deviation_and_the_type_cache():
 
 
 def test_bench_train_epoch_prints_elmo_over_cnn_epoch_time():
-    out = run_benchmark("bench_train_epoch.py", "--limit", "8", "--epochs", "2", "--elmo-config", "ner_elmo_output.cfg")
-    assert re.search(r"^ner_elmo_output\.cfg \| [0-9.]+ \| [0-9.]+$", out, re.M), out
+    out = run_benchmark(
+        "bench_train_epoch.py", "--limit", "8", "--epochs", "2", "--elmo-config", "ner_elmo_output.cfg",
+        "--grad-factor", "1", "--listener", "components.ner.model.tok2vec.elmo",
+    )  # fmt: skip
+    assert re.search(rf"^ner_elmo_output\.cfg \| [0-9.]+ \| [0-9.]+ \| {NUMBER}$", out, re.M), out
+    assert re.search(rf"^ner_elmo_output\.cfg, grad_factor 1 \| [0-9.]+ \| [0-9.]+ \| {NUMBER}$", out, re.M), out
     assert re.search(rf"^after the first epoch: ELMo/CNN epoch time = {NUMBER} \(target <= 1.5\)$", out, re.M), out
 
 

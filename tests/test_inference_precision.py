@@ -266,11 +266,18 @@ def test_precision_is_applied_when_it_is_set_and_when_a_biLM_arrives_never_by_a_
     set_precision(model, "fp32")  # after them: applied now
     assert get_bilm(model).precision == "fp32"
     set_precision(model, "int8")
-    loaded = build_bilm_model(None).from_bytes(model.to_bytes())  # a standalone model's load (no pipe)
-    assert get_bilm(loaded).precision == "int8"
-    assert get_bilm(loaded) is not get_bilm(model)
+    # A load (a standalone model's: no pipe around it) keeps the loading model's precision,
+    # a run-time choice, whatever the saved model ran at.
+    loaded = build_bilm_model(None).from_bytes(model.to_bytes())
+    assert get_bilm(loaded).precision == "fp32" and loaded.attrs["precision"] == "fp32"
+    int8 = build_bilm_model(None)
+    set_precision(int8, "int8")
+    set_precision(model, "fp32")
+    int8.from_bytes(model.to_bytes())
+    assert get_bilm(int8).precision == "int8" and get_bilm(int8) is not get_bilm(model)
+    set_precision(model, "int8")
     doc = Doc(spacy.blank("en").vocab, words=["a", "b"])
-    numpy.testing.assert_array_equal(loaded.predict([doc])[0], model.predict([doc])[0])
+    numpy.testing.assert_array_equal(int8.predict([doc])[0], model.predict([doc])[0])
 
 
 def test_a_loaded_component_runs_at_its_config_precision_not_the_saved_one(weight_files, tmp_path):

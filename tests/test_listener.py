@@ -173,6 +173,24 @@ def test_mix_weights_learn_while_the_frozen_bilm_stays_put(weight_files):
         assert torch.equal(value, frozen[name]), name
 
 
+def test_a_frozen_bilm_keeps_its_caches_across_training_steps(weight_files):
+    """spaCy steps every trainable pipe, a frozen elmo too: its biLM's weights do not change
+    then, so the layer cache must serve every step after the first (recomputing the biLM on
+    every step made frozen training many times slower)."""
+    nlp = make_nlp(weight_files, cache_size_mb=16)
+    egs = examples(nlp)
+    optimizer = nlp.initialize(lambda: egs)
+    elmo = nlp.get_pipe("elmo")
+    generation = get_bilm(elmo.model).weights_generation
+    nlp.update(egs, sgd=optimizer)
+    cache = elmo.model.attrs["cache"]
+    hits = cache.hits
+    for _ in range(3):
+        nlp.update(egs, sgd=optimizer)
+    assert cache.hits == hits + 3 * len(egs)
+    assert get_bilm(elmo.model).weights_generation == generation
+
+
 def test_grad_factor_fine_tunes_the_bilm(weight_files):
     nlp = make_nlp(weight_files, ner_listener=listener(grad_factor=1.0), textcat_listener=listener())
     egs = examples(nlp)

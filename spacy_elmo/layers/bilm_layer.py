@@ -17,7 +17,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy
 import torch
 from spacy.tokens import Doc
-from thinc.api import ArgsKwargs, Model, get_torch_default_device, torch2xp, xp2torch
+from thinc.api import (
+    ArgsKwargs,
+    Model,
+    deserialize_attr,
+    get_torch_default_device,
+    serialize_attr,
+    torch2xp,
+    xp2torch,
+)
 from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions
@@ -37,6 +45,22 @@ BilmModel = Model[List[Doc], List[Floats3d]]
 DEFAULT_MAX_SEGMENT_LENGTH = 256
 
 
+class RuntimePrecision(str):
+    """The model's precision: how this process runs the biLM, never learned. A saved
+    model records it, and a load keeps the loading model's own (so a pipeline saved at
+    bf16 loads where bf16 is not native, at the precision its config gives there)."""
+
+
+@serialize_attr.register(RuntimePrecision)
+def _serialize_precision(_, value: RuntimePrecision, name: str, model) -> str:
+    return str(value)
+
+
+@deserialize_attr.register(RuntimePrecision)
+def _keep_precision(_, value: Any, name: str, model) -> RuntimePrecision:
+    return model.attrs[name]
+
+
 def build_bilm_model(
     options: Optional[ElmoOptions], max_segment_length: int = DEFAULT_MAX_SEGMENT_LENGTH, cache_mb: float = 0.0
 ) -> BilmModel:
@@ -46,10 +70,9 @@ def build_bilm_model(
         raise ElmoError(problem)
 
     def at_model_precision(bilm: torch.nn.Module) -> None:
-        # A load sets this model's attrs before its layers' shims (thinc's from_dict walks
-        # the outer node first): the loaded biLM runs at the precision saved beside it.
-        # (A thinc copy of the model shares this function, so its loads follow the
-        # original's precision: replace_listeners' copies have the same one anyway.)
+        # A loaded biLM runs at this model's precision, a run-time choice a load keeps
+        # (RuntimePrecision). A thinc copy of the model shares this function, so its loads
+        # follow the original's precision: replace_listeners' copies have the same one.
         if isinstance(bilm, ElmoBiLM):
             bilm.set_precision(model.attrs["precision"])
 
@@ -73,7 +96,7 @@ def build_bilm_model(
             "max_segment_length": max_segment_length,
             "cache": LayerCache(cache_mb),
             # "fp32" (exact), "int8" or "bf16" (faster inference; see bilm/precision.py).
-            "precision": "fp32",
+            "precision": RuntimePrecision("fp32"),
             # The sizes the config asked for (None: whatever the weights have).
             "expected_options": options.to_dict() if options else None,
             # A module built from config sizes is random until weights arrive:
@@ -177,7 +200,7 @@ def set_precision(model: BilmModel, precision: str, what: str = "precision") -> 
     Checked now, before any weights load; applied to the biLM now and to every biLM
     the model is given later (``set_bilm``), so no batch decides it."""
     check_precision(precision, what, device=get_torch_default_device())
-    model.attrs["precision"] = precision
+    model.attrs["precision"] = RuntimePrecision(precision)
     bilm = get_bilm(model)
     if bilm is not None:
         bilm.set_precision(precision)
@@ -302,26 +325,44 @@ def _assemble(model: BilmModel, docs, segments: List[Segment], outputs) -> List[
 
 
 def _forward_with_gradients(model: BilmModel, bilm: ElmoBiLM, docs, segments, texts):
-    """Fine-tuning: one autograd batch, no cache (the weights are about to change)."""
+    """Fine-tuning: autograd through the segments in length-sorted batches (as prediction
+    batches them: one batch padded to its longest sentence cost several times the
+    compute on CoNLL's lengths), no cache (the weights are about to change)."""
     if not segments:
         return [_zero_layers(model, 0) for _ in docs], _no_gradient
-    ids, lengths = bilm.batch_ids(texts)
-    layers, backprop_layers = model.layers[0]((ids, lengths), is_train=True)
-    outputs = [sentence_layers(layers, k, lengths[k]) for k in range(len(segments))]
+    outputs: List[Any] = [None] * len(segments)
+    batches = []
+    for group in length_batches([len(text) for text in texts]):
+        ids, lengths = bilm.batch_ids([texts[k] for k in group])
+        layers, backprop_layers = model.layers[0]((ids, lengths), is_train=True)
+        for row, k in enumerate(group):
+            outputs[k] = sentence_layers(layers, row, lengths[row])
+        batches.append((group, layers.shape, layers.dtype, backprop_layers))
     doc_outputs = _assemble(model, docs, segments, outputs)
 
     def backprop(d_docs: List[Floats3d]) -> List:
-        d_layers = model.ops.alloc(layers.shape, dtype=layers.dtype)
-        offsets = [0] * len(docs)
-        for k, (index, window) in enumerate(segments):
-            n = window.keep_end - window.keep_start
-            first = 1 + window.keep_start - window.start  # position 0 is the <S> boundary
-            d_layers[:, k, first : first + n] = d_docs[index][:, offsets[index] : offsets[index] + n]
-            offsets[index] += n
-        backprop_layers(d_layers)
+        d_kept = _segment_gradients(segments, d_docs)
+        for group, shape, dtype, backprop_layers in batches:
+            d_layers = model.ops.alloc(shape, dtype=dtype)
+            for row, k in enumerate(group):
+                window = segments[k][1]
+                first = 1 + window.keep_start - window.start  # position 0 is the <S> boundary
+                d_layers[:, row, first : first + d_kept[k].shape[1]] = d_kept[k]
+            backprop_layers(d_layers)
         return []
 
     return doc_outputs, backprop
+
+
+def _segment_gradients(segments: List[Segment], d_docs: List[Floats3d]) -> List[Floats3d]:
+    """Each segment's share of its doc's gradient: its kept tokens, in ``_assemble``'s order."""
+    offsets = [0] * len(d_docs)
+    shares = []
+    for index, window in segments:
+        n = window.keep_end - window.keep_start
+        shares.append(d_docs[index][:, offsets[index] : offsets[index] + n])
+        offsets[index] += n
+    return shares
 
 
 # -- the PyTorchWrapper's conversions ---------------------------------------

@@ -6,7 +6,7 @@ replaced by loading: torch's own submodule assignment, never a write into thinc'
 
 thinc's ``PyTorchShim`` updates parameters in place through ``.data`` (the storage and
 its version counter stay the same), so the biLM cannot see that its weights changed:
-this shim says so after every update (``finish_update``), which keys the packed
+this shim says so after every update that stepped them (``finish_update``), which keys the packed
 kernels, the type cache and the component's layer cache on the new weights
 (``bilm/generation.py``). It also leaves the module in eval mode after a prediction
 (thinc's puts it back in train mode, which would turn the type cache off for every
@@ -46,8 +46,12 @@ class BilmShim(PyTorchShim):
             return self._model(*inputs.args, **inputs.kwargs)
 
     def finish_update(self, optimizer: Optimizer) -> None:
+        # thinc's shim steps exactly the parameters that have a gradient (once made, a
+        # zeroed one stays): a frozen biLM has none, so its caches must survive the step.
+        stepped = any(param.grad is not None for param in self._model.parameters())
         super().finish_update(optimizer)
-        mark_weights_changed(self._model)
+        if stepped:
+            mark_weights_changed(self._model)
 
 
 def bilm_wrapper(
