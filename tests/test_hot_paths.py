@@ -36,6 +36,10 @@ ALLOWED: Dict[Tuple[str, str], str] = {
     ("bilm/lstm.py", "tf_arrays"): "writing weight files",
     ("bilm/lstm.py", "_rows_ending_at"): "stateful runs only (final states per row); lengths are host-sized",
     ("bilm/char_encoder.py", "tf_arrays"): "writing weight files",
+    (
+        "bilm/char_encoder.py",
+        "_convolve_by_length",
+    ): "every chunk's width in one copy per call (slicing needs host sizes)",
     ("bilm/type_cache.py", "_row_keys"): "keys from the host ids (a no-op copy for them)",
     ("doc_data.py", "store_doc_layers"): "what the Doc stores lives on the host",
     ("doc_data.py", "reduce"): "the stored (k, 2P) token mix, reduced on the device first",

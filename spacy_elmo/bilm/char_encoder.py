@@ -146,9 +146,13 @@ class CharEncoder(TracksWeights):
         content = (char_ids != PAD_ID).sum(dim=1)
         order = torch.argsort(content, stable=True)
         by_length, lengths = char_ids[order], content[order]
+        starts = range(0, n_tokens, CNN_CHUNK_TOKENS)
+        # Sorted, so a chunk's longest token is its last: every chunk's width in one host
+        # copy per call (slicing needs host sizes; one copy per chunk was a sync each on a GPU).
+        last = [min(start + CNN_CHUNK_TOKENS, n_tokens) - 1 for start in starts]
+        longest_per_chunk = lengths[torch.tensor(last, device=lengths.device)].tolist() if last else []
         chunks = []
-        for start in range(0, n_tokens, CNN_CHUNK_TOKENS):
-            longest = int(lengths[start : start + CNN_CHUNK_TOKENS].max())
+        for start, longest in zip(starts, longest_per_chunk):
             columns = min(max_chars, longest + max_width)
             chunks.append(self._convolve(by_length[start : start + CNN_CHUNK_TOKENS, :columns], weights))
         if not chunks:
