@@ -28,7 +28,14 @@ from ..bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
 from ..bilm.weights import write_weights
 from ..errors import PretrainConfigError, PretrainDataError
-from ..io import atomic_path, read_jsonl, require_free_space, write_jsonl_atomic, write_text_atomic
+from ..io import (
+    atomic_path,
+    one_line_reason,
+    read_jsonl,
+    require_free_space,
+    write_jsonl_atomic,
+    write_text_atomic,
+)
 
 CONFIG_NAME = "config.cfg"
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -118,8 +125,7 @@ def read_saved_config(path: Path, checkpoint: Path) -> Config:
     try:
         config = Config().from_disk(path, interpolate=False)
     except Exception as err:  # confection raises several kinds for bad syntax
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise PretrainConfigError(f"{path} cannot be parsed ({first_line}): {what_to_do}") from err
+        raise PretrainConfigError(f"{path} cannot be parsed ({one_line_reason(err)}): {what_to_do}") from err
     missing = [f"[{section}]" for section in CONFIG_SECTIONS if section not in config]
     if missing:
         raise PretrainConfigError(f"{path} lacks {', '.join(missing)} (damaged): {what_to_do}")
