@@ -167,3 +167,25 @@ def test_bad_settings_and_shapes():
     unsized = build_scalar_mix()
     with pytest.raises(ElmoError, match="does not know how many layers the biLM has"):
         unsized.initialize()
+
+
+@pytest.mark.parametrize("layer_norm", [False, True])
+def test_a_batch_is_mixed_in_one_pass_and_equals_each_doc_mixed_alone(monkeypatch, layer_norm):
+    """One set of kernels per batch, not per doc (on a GPU each is a launch); per doc the
+    same values and gradients as mixing that doc alone."""
+    mix = build_scalar_mix(3, 6, layer_norm=layer_norm)
+    mix.initialize()
+    mix.set_param("s", numpy.asarray([0.3, -0.2, 0.5], dtype="float32"))
+    docs = [layers(0, n=4), layers(1, n=0), layers(2, n=7).astype("float16")]
+    alone = [mix.begin_update([X]) for X in docs]
+    calls = []
+    real = numpy.tensordot
+    monkeypatch.setattr(numpy, "tensordot", lambda *a, **k: calls.append(1) or real(*a, **k))
+    Ys, backprop = mix.begin_update(docs)
+    assert len(calls) == 1
+    dYs = [numpy.full_like(Y, 0.5) for Y in Ys]
+    dXs = backprop(dYs)
+    assert len(calls) == 2  # d(weights): one more for the whole batch
+    for (Y_alone, backprop_alone), Y, dY, dX in zip(alone, Ys, dYs, dXs):
+        numpy.testing.assert_allclose(Y, Y_alone[0], rtol=1e-6, atol=1e-7)
+        numpy.testing.assert_allclose(dX, backprop_alone([dY])[0], rtol=1e-6, atol=1e-7)

@@ -7,6 +7,7 @@ layer dropout (whole layers dropped from the softmax during training), and an
 L2 penalty on s that pulls the weights toward the equal mix (paper sec. 3.2).
 """
 
+from itertools import accumulate
 from typing import Callable, List, Optional, Tuple
 
 from thinc.api import Model, get_array_module
@@ -72,8 +73,11 @@ def mix_weights(model: MixModel, keep: Optional[Floats1d] = None) -> Floats1d:
 
 
 def mix_forward(model: MixModel, Xs: List[Floats3d], is_train: bool) -> Tuple[List[Floats2d], Callable]:
+    """The whole batch's tokens mixed at once (one set of kernels per batch, not per doc:
+    on a GPU each is a launch), then split back into docs."""
     ops, xp = model.ops, model.ops.xp
-    n_layers, width = model.get_dim("nL"), model.maybe_get_dim("nO")
+    n_layers = model.get_dim("nL")
+    _check_shapes(Xs, n_layers, model.maybe_get_dim("nO"))
     keep = None
     if is_train and model.attrs["layer_dropout"] > 0:
         keep = ops.asarray1f(ops.xp.random.uniform(size=n_layers) >= model.attrs["layer_dropout"])
@@ -82,50 +86,48 @@ def mix_forward(model: MixModel, Xs: List[Floats3d], is_train: bool) -> Tuple[Li
     weights = mix_weights(model, keep)
     gamma = model.get_param("gamma")[0]
     rate = model.attrs["mix_dropout"] if is_train else 0.0
-    layer_norm = model.attrs["layer_norm"]
-    Ys, saved = [], []
-    for X in Xs:
-        if X.shape[0] != n_layers:
-            raise ElmoError(f"the ELMo scalar mix expects {n_layers} layers, got an input with {X.shape[0]}")
-        if width is not None and X.shape[2] != width:
-            raise ElmoError(f"the ELMo scalar mix expects vectors of width {width}, got an input of width {X.shape[2]}")
-        X = ops.asarray3f(X)  # float32 (stored layers may be float16)
-        if layer_norm:
-            X, inv_std = _layer_norm(xp, X)
-        else:
-            inv_std = None
-        mixed = xp.tensordot(weights, X, axes=(0, 0))  # (n, width)
-        Y = gamma * mixed
-        mask = ops.get_dropout_mask(Y.shape, rate) if rate else None
-        if mask is not None:
-            Y = Y * mask
-        Ys.append(Y)
-        saved.append((X, inv_std, mixed, mask))
+    if not Xs:
+        return [], lambda dYs: []
+    ends = list(accumulate(X.shape[1] for X in Xs))[:-1]  # where each doc ends
+    X = ops.asarray3f(Xs[0] if len(Xs) == 1 else xp.concatenate(Xs, axis=1))  # float32 (stored may be float16)
+    inv_std = None
+    if model.attrs["layer_norm"]:
+        X, inv_std = _layer_norm(xp, X)
+    mixed = xp.tensordot(weights, X, axes=(0, 0))  # (all tokens, width)
+    Y = gamma * mixed
+    mask = ops.get_dropout_mask(Y.shape, rate) if rate else None
+    if mask is not None:
+        Y = Y * mask
 
     def backprop(dYs: List[Floats2d]) -> List[Floats3d]:
-        d_weights = xp.zeros(n_layers, dtype="float32")
-        d_gamma = xp.zeros(1, dtype="float32")  # summed on the device: no sync per doc
-        dXs = []
-        for dY, (X, inv_std, mixed, mask) in zip(dYs, saved):
-            if mask is not None:
-                dY = dY * mask
-            d_gamma += (dY * mixed).sum()
-            d_mixed = gamma * dY
-            d_weights += xp.tensordot(X, d_mixed, axes=([1, 2], [0, 1]))
-            if model.attrs["input_gradient"]:
-                dX = xp.multiply.outer(weights, d_mixed)  # (L+1, n, width)
-                if inv_std is not None:
-                    dX = _layer_norm_backward(dX, X, inv_std)
-                dXs.append(dX)
+        dY = dYs[0] if len(dYs) == 1 else xp.concatenate(dYs, axis=0)
+        if mask is not None:
+            dY = dY * mask
+        d_gamma = (dY * mixed).sum(keepdims=True).reshape((1,))  # stays on the device: no sync
+        d_mixed = gamma * dY
+        d_weights = xp.tensordot(X, d_mixed, axes=([1, 2], [0, 1]))
         d_s = weights * (d_weights - (weights * d_weights).sum())
         if model.attrs["l2"]:
             # gradient of l2 * ||s||^2: keeps the mix near the plain average
             d_s = d_s + 2.0 * model.attrs["l2"] * model.get_param("s")
         model.inc_grad("s", d_s.astype("float32"))
-        model.inc_grad("gamma", d_gamma)
-        return dXs
+        model.inc_grad("gamma", d_gamma.astype("float32"))
+        if not model.attrs["input_gradient"]:
+            return []
+        dX = xp.multiply.outer(weights, d_mixed)  # (L+1, all tokens, width)
+        if inv_std is not None:
+            dX = _layer_norm_backward(dX, X, inv_std)
+        return xp.split(dX, ends, axis=1)
 
-    return Ys, backprop
+    return xp.split(Y, ends, axis=0), backprop
+
+
+def _check_shapes(Xs: List[Floats3d], n_layers: int, width: Optional[int]) -> None:
+    for X in Xs:
+        if X.shape[0] != n_layers:
+            raise ElmoError(f"the ELMo scalar mix expects {n_layers} layers, got an input with {X.shape[0]}")
+        if width is not None and X.shape[2] != width:
+            raise ElmoError(f"the ELMo scalar mix expects vectors of width {width}, got an input of width {X.shape[2]}")
 
 
 def _layer_norm(xp, X: Floats3d):
