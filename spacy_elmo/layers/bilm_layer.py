@@ -9,7 +9,7 @@ original files (the format: ``bilm_serialization.py``).
 
 Prediction runs per segment (sentence or window), length-batched, through a
 bounded cache, each batch's outputs copied into the docs' layers and freed;
-training (fine-tuning) runs the whole batch with autograd.
+training (fine-tuning) runs the same length batches with autograd, uncached.
 """
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -155,14 +155,6 @@ RUNTIME_ATTRS = ("max_segment_length", "precision", "cache")
 
 def runtime_attrs(model: BilmModel) -> Dict[str, Any]:
     return {name: model.attrs[name] for name in RUNTIME_ATTRS}
-
-
-def set_runtime_attrs(model: BilmModel, attrs: Dict[str, Any]) -> None:
-    """Put back what ``runtime_attrs`` returned (after a load brought the saved ones)."""
-    model.attrs.update(attrs)
-    bilm = get_bilm(model)
-    if bilm is not None:
-        bilm.set_precision(model.attrs["precision"])
 
 
 def forget_bilm(model: BilmModel) -> Callable[[], None]:

@@ -42,7 +42,6 @@ from ..layers.bilm_layer import (
     set_bilm,
     set_cache_size,
     set_precision,
-    set_runtime_attrs,
 )
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
 from ..loaders import check_weight_pairing, check_weight_source, default_bilm_dir, load_bilm
@@ -266,7 +265,7 @@ class ElmoComponent(TrainablePipe):
             raise ElmoWeightsError(f"component '{self.name}': cannot load {what}: {err}") from err
         finally:
             self.cfg.update(settings)
-            set_runtime_attrs(self.model, attrs)
+            self.model.attrs.update(attrs)  # precision included: a load keeps it anyway
         if with_model:
             self._check_token_mix()
 
