@@ -245,7 +245,7 @@ def test_a_writer_that_fills_the_disk_is_a_full_disk_not_its_own_error(tmp_path,
         f.write(b"the disk fills")
         raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
 
-    def write_weights(arrays, path, **kwargs):  # as bilm.weights.write_weights: h5py into a temporary file
+    def write_weights(arrays, path, **kwargs):  # as formats.bilm_tf.write_weights: h5py into a temporary file
         calls["n"] += 1
         if calls["n"] < 2:
             return real_write_weights(arrays, path, **kwargs)

@@ -15,12 +15,12 @@ import torch
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoOptions
-from spacy_elmo.bilm.crc32c import _update_small, crc32c
-from spacy_elmo.bilm.tf_checkpoint import TFCheckpoint
-from spacy_elmo.bilm.tf_convert import checkpoint_names, convert_checkpoint, dump_weights_name
-from spacy_elmo.bilm.weights import expected_shapes, write_weights
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoCheckpointError, ElmoOptionsError, ElmoWeightsError
+from spacy_elmo.formats.bilm_tf import expected_shapes, write_weights
+from spacy_elmo.formats.crc32c import _update_small, crc32c
+from spacy_elmo.formats.tf_checkpoint import TFCheckpoint
+from spacy_elmo.formats.tf_convert import checkpoint_names, convert_checkpoint, dump_weights_name
 
 from .conftest import DATA, tiny_bilm
 from .tf_checkpoint_writer import write_checkpoint
@@ -331,7 +331,7 @@ def test_an_output_directory_with_files_is_never_replaced(fresh, tmp_path):
 
 
 def test_a_failed_write_leaves_nothing_behind(fresh, tmp_path, monkeypatch):
-    import spacy_elmo.bilm.tf_convert as tf_convert
+    import spacy_elmo.formats.tf_convert as tf_convert
 
     prefix, held = fresh
     write_checkpoint(prefix, held)

@@ -11,8 +11,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy
 
-from spacy_elmo.bilm.crc32c import masked_crc32c
-from spacy_elmo.bilm.tf_checkpoint import DTYPES
+from spacy_elmo.formats.crc32c import masked_crc32c
+from spacy_elmo.formats.tf_checkpoint import DTYPES
 
 _DTYPE_IDS = {numpy.dtype(code): number for number, (_, code) in DTYPES.items()}
 _MAGIC = 0xDB4775248B80FB57

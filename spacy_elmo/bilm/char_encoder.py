@@ -12,12 +12,12 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from ..formats.bilm_tf import host_array
 from .char_ids import N_CHARACTERS, PAD_CHAR
 from .generation import TracksWeights, WeightsGeneration
 from .kernels import packed_linear
 from .options import ElmoOptions
 from .precision import PRECISIONS
-from .weights import host_array
 
 # Tokens per chunk in the CNN: bounds the (tokens x positions x filters)
 # intermediate to a few tens of MB for the published sizes.

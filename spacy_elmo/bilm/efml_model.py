@@ -25,9 +25,9 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ElmoError, ElmoWeightsError
+from ..formats.efml import EfmlFiles, EfmlNetwork, EfmlVocab, checked_vocab, read_efml_dir
 from ..io import arrays_sha256
 from .char_encoder import CharEncoder
-from .efml import EfmlFiles, EfmlNetwork, EfmlVocab, checked_vocab, read_efml_dir
 from .elmo_bilm import ElmoBiLM
 from .generation import TracksWeights, WeightsGeneration
 from .lstm import ProjectedLstm, _permute_gate_blocks

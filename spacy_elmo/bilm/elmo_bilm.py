@@ -9,17 +9,17 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
+from ..formats.bilm_tf import check_model_size, lstm_prefix, read_weights, write_weights
+from ..formats.efml import EFML_DIR_HINT, is_efml_dir
 from ..io import arrays_sha256
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
-from .efml import EFML_DIR_HINT, is_efml_dir
 from .generation import WeightsGeneration, mark_weights_changed
 from .lstm import BiLstm, ProjectedLstm, State
 from .options import ElmoOptions
 from .precision import check_precision
 from .threads import make_forks_safe
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
-from .weights import check_model_size, lstm_prefix, read_weights, write_weights
 from .windows import strided_windows
 
 PathLike = Union[str, Path]

@@ -24,7 +24,7 @@ def convert_checkpoint_command(
     checkpoint (TensorFlow's V2 format, read without TensorFlow; the arrays bit for
     bit, the softmax and optimizer state left out), beside the options: a biLM
     directory for bilm_dir, --bilm-dir or ElmoBiLM.from_dir."""
-    from ..bilm.tf_convert import convert_checkpoint
+    from ..formats.tf_convert import convert_checkpoint
 
     try:
         arrays = convert_checkpoint(checkpoint, options_file, output_dir)

@@ -15,8 +15,8 @@ import torch
 
 from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.efml_model import EfmlBiLM
-from ..bilm.weights import checked_array
 from ..errors import ElmoWeightsError
+from ..formats.bilm_tf import checked_array
 from ..io import arrays_sha256
 
 

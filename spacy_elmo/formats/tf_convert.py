@@ -19,12 +19,12 @@ from typing import Dict, List, Tuple, Union
 
 import numpy
 
+from ..bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
+from ..bilm.options import ElmoOptions
 from ..errors import ElmoCheckpointError
 from ..io import atomic_dir
-from .elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
-from .options import ElmoOptions
+from .bilm_tf import check_model_size, checked_array, expected_shapes, larger_model_option, write_weights
 from .tf_checkpoint import TensorEntry, TFCheckpoint
-from .weights import check_model_size, checked_array, expected_shapes, larger_model_option, write_weights
 
 SCOPE = "lm/"
 _RENAMES = (

@@ -28,10 +28,10 @@ import numpy
 import torch
 from torch import Tensor
 
+from ..bilm.options import ACTIVATIONS, ElmoOptions
 from ..errors import ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError
 from ..io import iter_utf8_lines, read_json, require_file
 from .efml_configs import PACKAGED_CONFIGS, packaged_config
-from .options import ACTIVATIONS, ElmoOptions
 
 CONFIG_NAME = "config.json"
 CHAR_DIC = "char.dic"

@@ -14,10 +14,10 @@ import h5py
 import numpy
 import torch
 
+from ..bilm.char_ids import N_CHARACTERS
+from ..bilm.options import BILM_DIR_HINT, ElmoOptions
 from ..errors import ElmoOptionsError, ElmoWeightsError
 from ..io import HDF5_READ_ERRORS, atomic_path, one_line_reason, require_file
-from .char_ids import N_CHARACTERS
-from .options import BILM_DIR_HINT, ElmoOptions
 
 _key = ElmoOptions.json_key  # options.json's names, as error messages spell them
 
