@@ -30,8 +30,8 @@ from search_table import CANDIDATES, adaptation_lines, chosen_candidate, is_sear
 from sentiment import FINE_LABELS as SENTIMENT_LABELS
 from ship import earlier_totals, warm_start_provenance
 
-from spacy_elmo.bilm.elmo_bilm import OPTIONS_NAME
 from spacy_elmo.bilm.options import ElmoOptions
+from spacy_elmo.formats.bilm_dir import OPTIONS_NAME
 from spacy_elmo.io import read_json, read_jsonl
 from spacy_elmo.pretrain.outputs import CONFIG_NAME, METRICS_NAME
 

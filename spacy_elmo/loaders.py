@@ -11,9 +11,9 @@ from confection import ConfigValidationError
 from spacy.util import registry
 
 from .bilm import ElmoBiLM
-from .bilm.elmo_bilm import WEIGHTS_NAME, check_bilm_dir
-from .bilm.options import BILM_DIR_HINT
 from .errors import ElmoError
+from .formats.bilm_dir import WEIGHTS_NAME, check_bilm_dir
+from .formats.bilm_tf import BILM_DIR_HINT
 from .io import require_file
 
 PathLike = Union[str, Path]

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 pytest.importorskip("elmoformanylangs")  # builds the models (the test extra has it)
 
 from spacy_elmo.bilm import ElmoBiLM  # noqa: E402
-from spacy_elmo.bilm.efml_model import EfmlBiLM  # noqa: E402
+from spacy_elmo.bilm.efml_model import EfmlTokenEncoder  # noqa: E402
 from spacy_elmo.cli import app  # noqa: E402
 from spacy_elmo.errors import ElmoError, ElmoWeightsError  # noqa: E402
 from spacy_elmo.layers.bilm_serialization import deserialize_bilm, serialize_bilm  # noqa: E402
@@ -29,7 +29,7 @@ def efml_dir(tmp_path):
 
 def test_from_dir_and_bilm_dir_take_an_efml_directory(efml_dir, tmp_path):
     bilm = ElmoBiLM.from_dir(efml_dir)
-    assert isinstance(bilm, EfmlBiLM)
+    assert isinstance(bilm.char_encoder, EfmlTokenEncoder)
     (tmp_path / "neither").mkdir()
     with pytest.raises(ElmoError, match="config.json") as err:
         ElmoBiLM.from_dir(tmp_path / "neither")
@@ -67,7 +67,10 @@ def test_serialized_efml_bilm_round_trips_and_is_checked(efml_dir):
     bilm = ElmoBiLM.from_efml(efml_dir)
     data = serialize_bilm(bilm)
     again = deserialize_bilm(None, data, bilm.device)
-    assert isinstance(again, EfmlBiLM) and again.vocab.chars == bilm.vocab.chars
+    assert (
+        isinstance(again.char_encoder, EfmlTokenEncoder)
+        and again.char_encoder.vocab.chars == bilm.char_encoder.vocab.chars
+    )
     for a, b in zip(again.embed_batch(SENTENCES), bilm.embed_batch(SENTENCES)):
         numpy.testing.assert_array_equal(a, b)
     msg = srsly.msgpack_loads(data)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoOptions, ElmoOptionsError, ElmoWeightsError
-from spacy_elmo.formats.bilm_tf import MAX_PARAMETERS, n_parameters
+from spacy_elmo.bilm.tf_layout import MAX_PARAMETERS, n_parameters
 
 from .conftest import crash_embed_on_batch, tiny_bilm, tiny_options
 

@@ -15,9 +15,10 @@ import torch
 from typer.testing import CliRunner
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoOptions
+from spacy_elmo.bilm.tf_layout import expected_shapes
 from spacy_elmo.cli import app
 from spacy_elmo.errors import ElmoCheckpointError, ElmoOptionsError, ElmoWeightsError
-from spacy_elmo.formats.bilm_tf import expected_shapes, write_weights
+from spacy_elmo.formats.bilm_tf import write_weights
 from spacy_elmo.formats.crc32c import _update_small, crc32c
 from spacy_elmo.formats.tf_checkpoint import TFCheckpoint
 from spacy_elmo.formats.tf_convert import checkpoint_names, convert_checkpoint, dump_weights_name

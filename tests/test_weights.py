@@ -9,8 +9,8 @@ import numpy
 import pytest
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoOptions, ElmoOptionsError, ElmoWeightsError, preset
+from spacy_elmo.bilm.tf_layout import expected_shapes
 from spacy_elmo.errors import ElmoFileNotFoundError
-from spacy_elmo.formats.bilm_tf import expected_shapes
 
 from .conftest import tiny_bilm
 

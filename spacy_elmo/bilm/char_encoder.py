@@ -12,12 +12,13 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..formats.bilm_tf import host_array
-from .char_ids import N_CHARACTERS, PAD_CHAR
+from .char_ids import N_CHARACTERS, PAD_CHAR, batch_char_ids
 from .generation import TracksWeights, WeightsGeneration
 from .kernels import packed_linear
 from .options import ElmoOptions
 from .precision import PRECISIONS
+from .tf_layout import host_array, lstm_tf_arrays
+from .token_encoder import LstmStacks
 
 # Tokens per chunk in the CNN: bounds the (tokens x positions x filters)
 # intermediate to a few tens of MB for the published sizes.
@@ -35,6 +36,8 @@ class InferenceWeights(NamedTuple):
 
 
 class CharEncoder(TracksWeights):
+    """bilm-tf's token encoder (a ``TokenEncoder``): a token's characters -> its vector."""
+
     def __init__(self, options: ElmoOptions, generation: Optional[WeightsGeneration] = None) -> None:
         super().__init__()
         # Shared with the biLM's other modules: the packed copies below are keyed on it.
@@ -95,6 +98,18 @@ class CharEncoder(TracksWeights):
     def weights_key(self) -> tuple:
         """Changes whenever the weights (or how they run) change."""
         return (self.precision, self.generation.value)
+
+    def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        """``(char ids, lengths)`` of token lists, the markers included: what ``forward`` reads."""
+        return batch_char_ids(sentences, self.max_chars)
+
+    def spec(self) -> None:
+        """Nothing beside the options: they say all there is of a char CNN."""
+        return None
+
+    def named_arrays(self, stacks: LstmStacks) -> Dict[str, numpy.ndarray]:
+        """The biLM's weights as bilm-tf's datasets (what weights.hdf5 holds)."""
+        return {**self.tf_arrays(), **lstm_tf_arrays(stacks)}
 
     def forward(self, char_ids: Tensor) -> Tensor:
         """``(n_tokens, max_chars)`` ids -> ``(n_tokens, projection_dim)`` vectors."""

@@ -1,4 +1,4 @@
-"""An ELMoForManyLangs biLM as an ElmoBiLM: EFML's token encoder, our biLSTM.
+"""ELMoForManyLangs' token encoder: an ElmoBiLM made of it and our biLSTM is EFML's network.
 
 EFML's network, as its code computes it (``frontend.Model``, ``ConvTokenEmbedder``,
 ``ElmobiLm``):
@@ -14,26 +14,22 @@ EFML's network, as its code computes it (``frontend.Model``, ``ConvTokenEmbedder
 - layer 0 is the token vector twice, ``[x; x]``, so every layer is 2P wide.
 
 Its LSTM is our ``ProjectedLstm`` with the gate blocks reordered, so the biLSTM, the
-stateless/stateful modes and the type cache are ElmoBiLM's.
+stateless/stateful modes and the type cache are ElmoBiLM's (``ElmoBiLM.from_efml``).
 """
 
-from pathlib import Path
-from typing import Any, Dict, Sequence, Tuple, Union, cast
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy
 import torch
 from torch import Tensor, nn
 
-from ..errors import ElmoError, ElmoWeightsError
-from ..formats.efml import EfmlFiles, EfmlNetwork, EfmlVocab, checked_vocab, read_efml_dir
-from ..io import arrays_sha256
-from .char_encoder import CharEncoder
-from .elmo_bilm import ElmoBiLM
+from ..errors import ElmoWeightsError
+from ..formats.efml import EfmlNetwork, EfmlVocab, checked_vocab
 from .generation import TracksWeights, WeightsGeneration
 from .lstm import ProjectedLstm, _permute_gate_blocks
 from .options import ElmoOptions
-from .precision import check_precision
-from .type_cache import DEFAULT_TYPE_CACHE_SIZE
+from .precision import PRECISIONS
+from .token_encoder import LstmStacks
 
 # EFML's gate blocks (i, f, g, o) -> ProjectedLstm's internal (i, f, o, g).
 _EFML_TO_INTERNAL = (0, 1, 3, 2)
@@ -62,16 +58,18 @@ class _Highway(nn.Module):
 
 
 class EfmlTokenEncoder(TracksWeights):
-    """EFML's ConvTokenEmbedder, its parameters named as in ``token_embedder.pkl``.
+    """EFML's ConvTokenEmbedder (a ``TokenEncoder``), its parameters named as in
+    ``token_embedder.pkl``, with the vocabularies that make its id rows.
 
     Reads the rows ``EfmlVocab`` makes: ``(U, 1 + max_chars)`` ids shifted by +1.
     It always runs fp32 (once per distinct token, through the type cache); the
     precision it is given is the biLSTM's."""
 
-    def __init__(self, network: EfmlNetwork, n_chars: int, n_words: int, generation: WeightsGeneration):
+    def __init__(self, network: EfmlNetwork, vocab: EfmlVocab, generation: Optional[WeightsGeneration] = None):
         super().__init__()
-        self.generation = generation  # the biLM's: the type cache is keyed on it
-        self.network = network
+        self.generation = generation or WeightsGeneration()  # the biLM's: the type cache is keyed on it
+        self.network, self.vocab = network, vocab
+        n_chars, n_words = len(vocab.chars or ()), len(vocab.words or ())
         if network.word_dim:
             self.word_emb_layer = _Embedding(n_words, network.word_dim)
         if network.char_dim:
@@ -81,16 +79,51 @@ class EfmlTokenEncoder(TracksWeights):
         self.projection = nn.Linear(network.word_dim + network.n_filters, network.projection_dim)
         self.precision = "fp32"
 
+    @classmethod
+    def from_spec(cls, spec: Any, source: str) -> "EfmlTokenEncoder":
+        """``spec``'s inverse, checked (the weights are loaded by the caller)."""
+        if not isinstance(spec, dict):
+            raise ElmoWeightsError(f"{source}: its ELMoForManyLangs settings are damaged (not a map)")
+        network = EfmlNetwork.from_dict(spec.get("network"), source)
+        return cls(network, checked_vocab(network, spec.get("chars"), spec.get("words"), source))
+
+    def spec(self) -> Dict[str, Any]:
+        """What rebuilds it beside its weights: the network config and the vocabularies."""
+        return {"network": self.network.to_dict(), "chars": self.vocab.chars, "words": self.vocab.words}
+
+    def options(self) -> ElmoOptions:
+        """The biLSTM's sizes as ElmoOptions (the char CNN fields describe EFML's when it
+        has one; a word-only model gets a one-filter placeholder there, never built)."""
+        network = self.network
+        has_chars = bool(network.char_dim)
+        return ElmoOptions(
+            char_dim=network.char_dim if has_chars else 1,
+            filters=network.filters if has_chars else [(1, 1)],
+            n_highway=network.n_highway if has_chars else 0,
+            projection_dim=network.projection_dim,
+            lstm_dim=network.lstm_dim,
+            n_layers=network.n_layers,
+            cell_clip=network.cell_clip,
+            proj_clip=network.proj_clip,
+            use_skip_connections=True,  # EFML adds each layer's input to its output from layer 1 on
+            activation=network.activation,
+            max_characters_per_token=max(network.max_chars, 3),
+            source=network.source,
+        )
+
     @property
     def proj_weight(self) -> Tensor:
         return self.projection.weight
 
     def set_precision(self, precision: str) -> None:
-        check_precision(precision)
+        assert precision in PRECISIONS, precision  # checked where it was chosen (ElmoBiLM's entry points)
         self.precision = precision
 
     def weights_key(self) -> tuple:
         return (self.precision, self.generation.value)
+
+    def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+        return self.vocab.batch_ids(sentences)
 
     def forward(self, rows: Tensor) -> Tensor:
         ids = (rows - 1).clamp(min=0)  # batch padding (0) computes row 0's vector: masked later
@@ -104,75 +137,32 @@ class EfmlTokenEncoder(TracksWeights):
             parts.append(self.highways(torch.cat(pooled, dim=-1)))
         return self.projection(torch.cat(parts, dim=-1))
 
-
-class EfmlBiLM(ElmoBiLM):
-    """An ELMoForManyLangs model: ``embed_batch`` gives EFML's ``output_layer=-2`` layers
-    ``(L+1, n, 2P)``, each sentence from a zero state (``stateful=True``: carried state,
-    as EFML's encoder does)."""
-
-    def __init__(self, network: EfmlNetwork, vocab: EfmlVocab, type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE):
-        # read by make_token_encoder, which ElmoBiLM.__init__ calls
-        self.network, self.vocab = network, vocab
-        super().__init__(network.options(), type_cache_size)
-
-    def make_token_encoder(self, options: ElmoOptions, generation: WeightsGeneration) -> CharEncoder:
-        n_chars, n_words = len(self.vocab.chars or ()), len(self.vocab.words or ())
-        # Not a CharEncoder, but it answers everything ElmoBiLM asks of one.
-        return cast(CharEncoder, EfmlTokenEncoder(self.network, n_chars, n_words, generation))
-
-    @classmethod
-    def from_efml_files(cls, files: EfmlFiles) -> "EfmlBiLM":
-        model = cls(files.network, files.vocab)
-        model.load_efml_state(files.token_embedder, files.encoder)
-        return model.eval()
-
-    def saved_spec(self) -> Dict[str, Any]:
-        """What rebuilds this biLM beside its weights: the network config and the vocabularies."""
-        return {"network": self.network.to_dict(), "chars": self.vocab.chars, "words": self.vocab.words}
-
-    @classmethod
-    def from_saved_spec(cls, spec: Any, source: str) -> "EfmlBiLM":
-        """``saved_spec``'s inverse, checked (the weights are loaded by the caller)."""
-        if not isinstance(spec, dict):
-            raise ElmoWeightsError(f"{source}: its ELMoForManyLangs settings are damaged (not a map)")
-        network = EfmlNetwork.from_dict(spec.get("network"), source)
-        return cls(network, checked_vocab(network, spec.get("chars"), spec.get("words"), source))
-
-    def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
-        return self.vocab.batch_ids(sentences)
-
     # -- EFML's state dicts ------------------------------------------------
-    def load_efml_state(self, token_embedder: Dict[str, Tensor], encoder: Dict[str, Tensor]) -> None:
-        cast(nn.Module, self.char_encoder).load_state_dict(token_embedder, strict=True)
-        for name, layers in zip(("forward", "backward"), self._lstm_stacks()):
+    def load_efml_state(
+        self, stacks: LstmStacks, token_embedder: Dict[str, Tensor], encoder: Dict[str, Tensor]
+    ) -> None:
+        """``token_embedder.pkl`` into this encoder, ``encoder.pkl`` into the biLSTM's ``stacks``
+        (copied in place: the caller marks the biLM's weights changed)."""
+        self.load_state_dict(token_embedder, strict=True)
+        for name, layers in zip(("forward", "backward"), stacks):
             for k, layer in enumerate(layers):
                 load_efml_lstm(layer, encoder, f"{name}_layer_{k}")
-        self.mark_weights_changed()  # copied in place: the kernels and cached vectors go
-        self.reset_states()
-        self.type_cache.clear()
 
-    def efml_state(self) -> Tuple[Dict[str, Tensor], Dict[str, Tensor]]:
+    def efml_state(self, stacks: LstmStacks) -> Tuple[Dict[str, Tensor], Dict[str, Tensor]]:
         """``(token_embedder, encoder)`` state dicts in EFML's layout."""
-        token_embedder = {k: v.detach().clone() for k, v in cast(nn.Module, self.char_encoder).state_dict().items()}
+        token_embedder = {k: v.detach().clone() for k, v in self.state_dict().items()}
         encoder: Dict[str, Tensor] = {}
-        for name, layers in zip(("forward", "backward"), self._lstm_stacks()):
+        for name, layers in zip(("forward", "backward"), stacks):
             for k, layer in enumerate(layers):
                 encoder.update(efml_lstm_state(layer, f"{name}_layer_{k}"))
         return token_embedder, encoder
 
-    def content_sha256(self) -> str:
-        """sha256 of the network config, the vocabularies and both state dicts: what this
-        EFML biLM is (``embed`` resumes only a run of the same one)."""
-        token_embedder, encoder = self.efml_state()
+    def named_arrays(self, stacks: LstmStacks) -> Dict[str, numpy.ndarray]:
+        """Both state dicts, ``token_embedder/...`` and ``encoder/...``, as float32 arrays."""
+        token_embedder, encoder = self.efml_state(stacks)
         arrays = {f"token_embedder/{k}": v.float().cpu().numpy() for k, v in token_embedder.items()}
         arrays.update({f"encoder/{k}": v.float().cpu().numpy() for k, v in encoder.items()})
-        return arrays_sha256(arrays, self.saved_spec())
-
-    def load_tf_arrays(self, arrays: Dict[str, numpy.ndarray]) -> None:
-        raise ElmoError("an ELMoForManyLangs biLM has no bilm-tf weight layout (load it with ElmoBiLM.from_efml)")
-
-    def tf_arrays(self) -> Dict[str, numpy.ndarray]:
-        raise ElmoError("an ELMoForManyLangs biLM cannot be written as bilm-tf options.json + weights.hdf5")
+        return arrays
 
 
 def load_efml_lstm(layer: ProjectedLstm, state: Dict[str, Tensor], prefix: str) -> None:
@@ -202,12 +192,3 @@ def efml_lstm_state(layer: ProjectedLstm, prefix: str) -> Dict[str, Tensor]:
         f"{prefix}.state_linearity.bias": gates(layer.bias + layer.forget_offset),
         f"{prefix}.state_projection.weight": layer.proj_weight.detach().float().cpu().t().contiguous(),
     }
-
-
-def load_efml(
-    model_dir: Union[str, Path], device: Union[str, torch.device] = "cpu", precision: str = "fp32"
-) -> EfmlBiLM:
-    check_precision(precision, device=device)
-    model = EfmlBiLM.from_efml_files(read_efml_dir(model_dir)).to(device).eval()
-    model.set_precision(precision)
-    return model

@@ -8,26 +8,25 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
-from ..formats.bilm_tf import check_model_size, lstm_prefix, read_weights, write_weights
-from ..formats.efml import EFML_DIR_HINT, is_efml_dir
-from ..io import arrays_sha256
+from ..errors import ElmoError, ElmoInputError
+from ..formats.bilm_dir import OPTIONS_NAME, WEIGHTS_NAME, check_bilm_dir, holds_efml
+from ..formats.bilm_tf import write_weights
+from ..formats.efml import read_efml_dir
 from .char_encoder import CharEncoder
-from .char_ids import batch_char_ids
-from .generation import WeightsGeneration, mark_weights_changed
-from .lstm import BiLstm, ProjectedLstm, State
+from .efml_model import EfmlTokenEncoder
+from .generation import mark_weights_changed
+from .lstm import BiLstm, State
 from .options import ElmoOptions
 from .precision import check_precision
+from .tf_layout import check_model_size, load_lstm_tf_arrays, read_weights
 from .threads import make_forks_safe
+from .token_encoder import LstmStacks, TokenEncoder
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
 from .windows import strided_windows
 
 PathLike = Union[str, Path]
 # Token lists -> (ids, lengths): a biLM's ``batch_ids``.
 BatchIds = Callable[[Sequence[Sequence[str]]], Tuple[numpy.ndarray, numpy.ndarray]]
-# File names inside a biLM directory (what `pretrain` writes).
-OPTIONS_NAME = "options.json"
-WEIGHTS_NAME = "weights.hdf5"
 # Stateless embed_batch groups length-sorted sentences into batches of at most
 # this many padded positions (and this many rows): big enough for efficient
 # matmuls, small enough to bound memory on long inputs.
@@ -35,20 +34,10 @@ MAX_BATCH_POSITIONS = 4096
 MAX_BATCH_ROWS = 128
 
 
-def check_bilm_dir(path: Path, what: str = "biLM directory") -> None:
-    """``path`` is a directory with options.json and weights.hdf5; else one line saying what is missing."""
-    if not path.is_dir():
-        raise ElmoFileNotFoundError(f"{what} not found (or not a directory): {path}")
-    missing = [name for name in (OPTIONS_NAME, WEIGHTS_NAME) if not (path / name).is_file()]
-    if missing and not is_efml_dir(path):
-        raise ElmoFileNotFoundError(
-            f"{what} {path} has no {' and no '.join(missing)}: a biLM directory holds {OPTIONS_NAME} and "
-            f"{WEIGHTS_NAME} (as `python -m spacy_elmo pretrain` writes them); {EFML_DIR_HINT}"
-        )
-
-
 class ElmoBiLM(nn.Module):
-    """Token char ids -> L+1 layers of width 2P (paper eq. 1).
+    """Token char ids -> L+1 layers of width 2P (paper eq. 1): a token encoder (bilm-tf's
+    char CNN by default, or ELMoForManyLangs' word + char encoder: ``from_efml``), then
+    the biLSTM.
 
     Layer 0 is the context-independent token vector duplicated, ``[x; x]``;
     layer j is ``[forward h_j; backward h_j]``.
@@ -59,31 +48,34 @@ class ElmoBiLM(nn.Module):
     bilm-tf and AllenNLP do (and as their published test outputs need).
     """
 
-    def __init__(self, options: ElmoOptions, type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE):
+    def __init__(
+        self,
+        options: ElmoOptions,
+        type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE,
+        token_encoder: Optional[TokenEncoder] = None,
+    ):
+        """``token_encoder``: the context-independent half (default: the char CNN of ``options``)."""
         check_model_size(options)  # before allocating
         # Forked worker processes (nlp.pipe(n_process=N)) run torch on one thread: never a hang.
         make_forks_safe()
         super().__init__()
         self.options = options
-        # One generation for all the weights: every inference cache is keyed on it (generation.py).
-        self.generation = WeightsGeneration()
-        self.char_encoder = self.make_token_encoder(options, self.generation)
+        encoder = token_encoder if token_encoder is not None else CharEncoder(options)
+        # The token encoder's: one generation for all the weights, every inference cache is keyed on it.
+        self.generation = encoder.generation
+        # (named char_encoder whatever it is: saved pipelines' arrays are named after it)
+        self.char_encoder: TokenEncoder = encoder
         self.bilstm = BiLstm(options, self.generation)
         # Inference reuses the token vectors of types seen before (exact; see type_cache.py).
         self.type_cache = TypeCache(type_cache_size)
         # Per direction, per layer: (h, c) for as many rows as the largest batch seen.
         self._states: Optional[List[List[State]]] = None
 
-    def make_token_encoder(self, options: ElmoOptions, generation: WeightsGeneration) -> CharEncoder:
-        """The context-independent token encoder (another model family overrides it), keyed
-        on the biLM's weights ``generation``."""
-        return CharEncoder(options, generation)
-
     def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """``(ids, lengths)`` of token lists, the markers included: what ``forward`` reads."""
-        return batch_char_ids(sentences, self.options.max_characters_per_token)
+        return self.char_encoder.batch_ids(sentences)
 
-    # -- construction and files -------------------------------------------
+    # -- construction and files: each entry point checks the precision once, first --
     @classmethod
     def from_files(
         cls,
@@ -96,13 +88,7 @@ class ElmoBiLM(nn.Module):
         ``precision``: "fp32" (exact), "int8" or "bf16" (faster inference; see ``set_precision``).
         bf16 where the device has no native bf16 is refused here, before reading anything."""
         check_precision(precision, device=device)
-        options = ElmoOptions.from_file(options_file)
-        arrays = read_weights(options, weight_file)  # shapes checked against the options before allocating
-        model = cls(options)
-        model.load_tf_arrays(arrays)
-        model = model.to(device).eval()
-        model.set_precision(precision)
-        return model
+        return cls._read_files(options_file, weight_file)._placed(device, precision)
 
     @classmethod
     def from_dir(cls, path: PathLike, device: Union[str, torch.device] = "cpu", precision: str = "fp32") -> "ElmoBiLM":
@@ -111,9 +97,9 @@ class ElmoBiLM(nn.Module):
         path = Path(path)
         check_precision(precision, device=device)  # an impossible precision is named before any file
         check_bilm_dir(path)
-        if not (path / WEIGHTS_NAME).is_file() and is_efml_dir(path):
-            return cls.from_efml(path, device=device, precision=precision)
-        return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device, precision=precision)
+        if holds_efml(path):
+            return cls._read_efml(path)._placed(device, precision)
+        return cls._read_files(path / OPTIONS_NAME, path / WEIGHTS_NAME)._placed(device, precision)
 
     @classmethod
     def from_efml(
@@ -121,9 +107,39 @@ class ElmoBiLM(nn.Module):
     ) -> "ElmoBiLM":
         """Load an ELMoForManyLangs model directory (config.json, char.dic/word.dic,
         token_embedder.pkl, encoder.pkl): EFML's network exactly, see ``efml_model.py``."""
-        from .efml_model import load_efml  # it builds on this module
+        check_precision(precision, device=device)
+        return cls._read_efml(model_dir)._placed(device, precision)
 
-        return load_efml(model_dir, device=device, precision=precision)
+    @classmethod
+    def from_efml_spec(cls, spec: Any, source: str) -> "ElmoBiLM":
+        """An ELMoForManyLangs biLM from its token encoder's ``spec`` (checked), weights to load."""
+        encoder = EfmlTokenEncoder.from_spec(spec, source)
+        return cls(encoder.options(), token_encoder=encoder)
+
+    @classmethod
+    def _read_files(cls, options_file: PathLike, weight_file: PathLike) -> "ElmoBiLM":
+        options = ElmoOptions.from_file(options_file)
+        arrays = read_weights(options, weight_file)  # shapes checked against the options before allocating
+        model = cls(options)
+        model.load_tf_arrays(arrays)
+        return model
+
+    @classmethod
+    def _read_efml(cls, model_dir: PathLike) -> "ElmoBiLM":
+        files = read_efml_dir(model_dir)
+        encoder = EfmlTokenEncoder(files.network, files.vocab)
+        model = cls(encoder.options(), token_encoder=encoder)
+        encoder.load_efml_state(model._lstm_stacks(), files.token_embedder, files.encoder)
+        model.mark_weights_changed()  # copied in place: the kernels and cached vectors go
+        model.reset_states()
+        model.type_cache.clear()
+        return model.eval()
+
+    def _placed(self, device: Union[str, torch.device], precision: str) -> "ElmoBiLM":
+        """On ``device``, in eval mode, at ``precision`` (checked by the caller)."""
+        model = self.to(device).eval()
+        model._use_precision(precision)
+        return model
 
     # -- how inference runs -------------------------------------------------
     @property
@@ -139,6 +155,9 @@ class ElmoBiLM(nn.Module):
         without gradients, where the device has native bf16 (else refused unless
         ``SPACY_ELMO_FORCE_BF16=1``). The fp32 weights stay: saving and switching back are exact."""
         check_precision(precision, device=self.device)  # decided here: the modules trust it
+        self._use_precision(precision)
+
+    def _use_precision(self, precision: str) -> None:
         self.char_encoder.set_precision(precision)
         for stack in self._lstm_stacks():
             for layer in stack:
@@ -175,30 +194,33 @@ class ElmoBiLM(nn.Module):
         self.options.to_file(options_file)
 
     def load_tf_arrays(self, arrays: Dict[str, numpy.ndarray]) -> None:
-        self.char_encoder.load_tf_arrays(arrays)
-        for direction, layers in enumerate(self._lstm_stacks()):
-            for k, layer in enumerate(layers):
-                prefix = lstm_prefix(direction, k)
-                layer.load_tf_arrays(arrays[f"{prefix}/W_0"], arrays[f"{prefix}/B"], arrays[f"{prefix}/W_P_0"])
+        """bilm-tf's datasets (already shape-checked by the reader) into the weights."""
+        refusal = "an ELMoForManyLangs biLM has no bilm-tf weight layout (load it with ElmoBiLM.from_efml)"
+        self._char_cnn(refusal).load_tf_arrays(arrays)
+        load_lstm_tf_arrays(self._lstm_stacks(), arrays)
         self.reset_states()
 
     def tf_arrays(self) -> Dict[str, numpy.ndarray]:
-        arrays = self.char_encoder.tf_arrays()
-        for direction, layers in enumerate(self._lstm_stacks()):
-            for k, layer in enumerate(layers):
-                prefix = lstm_prefix(direction, k)
-                arrays[f"{prefix}/W_0"], arrays[f"{prefix}/B"], arrays[f"{prefix}/W_P_0"] = layer.tf_arrays()
-        return arrays
+        refusal = "an ELMoForManyLangs biLM cannot be written as bilm-tf options.json + weights.hdf5"
+        return self._char_cnn(refusal).named_arrays(self._lstm_stacks())
 
-    def content_sha256(self) -> str:
-        """sha256 of the options and weights (``io.arrays_sha256``): what the biLM is,
-        wherever its files lie (``embed`` resumes only a run of the same biLM)."""
-        return arrays_sha256(self.tf_arrays(), self.options.to_dict())
+    def _char_cnn(self, refusal: str) -> CharEncoder:
+        """The token encoder, which bilm-tf's layout needs to be its char CNN."""
+        if not isinstance(self.char_encoder, CharEncoder):
+            raise ElmoError(refusal)
+        return self.char_encoder
 
-    def _lstm_stacks(self) -> Tuple[Sequence[ProjectedLstm], Sequence[ProjectedLstm]]:
+    def content(self) -> Tuple[Dict[str, numpy.ndarray], Any]:
+        """What the biLM is, wherever its files lie: its weights as its format names them,
+        and its options (and its token encoder's spec, if it has one); ``embed`` resumes
+        only a run of the same biLM (their sha256, ``io.arrays_sha256``)."""
+        spec = self.char_encoder.spec()
+        return self.char_encoder.named_arrays(self._lstm_stacks()), self.options.to_dict() if spec is None else spec
+
+    def _lstm_stacks(self) -> LstmStacks:
         # cast: nn.ModuleList is not generic; these hold ProjectedLstm layers only.
         stacks = (self.bilstm.forward_layers, self.bilstm.backward_layers)
-        return cast(Tuple[Sequence[ProjectedLstm], Sequence[ProjectedLstm]], stacks)
+        return cast(LstmStacks, stacks)
 
     @property
     def output_dim(self) -> int:

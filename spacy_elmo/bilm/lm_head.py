@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..errors import ElmoOptionsError
-from ..formats.bilm_tf import host_array
+from .tf_layout import host_array
 
 SOFTMAX_KINDS = ("full", "sampled", "adaptive", "vmf")
 # Heads that give word probabilities (and so a perplexity).

@@ -17,11 +17,11 @@ import numpy
 import torch
 from torch import Tensor, nn
 
-from ..formats.bilm_tf import host_array
 from .generation import TracksWeights, WeightsGeneration
 from .kernels import LinearKernel, packed_linear
 from .options import ElmoOptions
 from .precision import PRECISIONS
+from .tf_layout import host_array
 
 State = Tuple[Tensor, Tensor]  # (h (B, P), c (B, C))
 # Inference computes the input-to-gate products a chunk of steps at a time:

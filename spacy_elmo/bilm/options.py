@@ -1,21 +1,15 @@
 """The biLM hyper-parameters, read from and written to bilm-tf's options.json."""
 
 import copy
-import json
 import math
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
 from ..errors import ElmoOptionsError
-from ..io import check_json_depth, parse_json, require_file, write_text_atomic
+from ..formats.bilm_tf import ACTIVATIONS, check_options_depth, read_options_file, write_options_file
 from .char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 
-ACTIVATIONS = ("relu", "tanh")
-# What a directory given as the options or weight file should have been.
-BILM_DIR_HINT = (
-    " (a biLM directory goes to bilm_dir / ElmoBiLM.from_dir; the files are options.json and weights.hdf5 in it)"
-)
 # Training files say 261 (no padding row), inference files 262; both describe
 # the same 261-row char_embed dataset.
 ACCEPTED_N_CHARACTERS = (N_CHARACTERS - 1, N_CHARACTERS)
@@ -201,10 +195,7 @@ class ElmoOptions:
     def from_dict(cls, data: Dict[str, Any], source: str = "<options>") -> "ElmoOptions":
         if not isinstance(data, dict):
             raise ElmoOptionsError(f"{source}: expected a JSON object, got {type(data).__name__}")
-        try:
-            check_json_depth(data)  # before the copy, which would recurse
-        except ValueError as err:
-            raise ElmoOptionsError(f"{source}: options {err}") from err
+        check_options_depth(data, source)  # before the copy, which would recurse
         data = copy.deepcopy(data)
         settings = {
             f.name: _pop_option(data, f.metadata["json"], f.metadata["file_default"], source)
@@ -230,23 +221,10 @@ class ElmoOptions:
 
     @classmethod
     def from_file(cls, path: Union[str, Path]) -> "ElmoOptions":
-        path = require_file(path, "options file", BILM_DIR_HINT)
-        try:
-            text = path.read_text(encoding="utf8")
-        except UnicodeDecodeError as err:
-            raise ElmoOptionsError(f"{path}: options file is not UTF-8 text ({err})") from err
-        try:
-            data = parse_json(text)
-        except json.JSONDecodeError as err:
-            raise ElmoOptionsError(
-                f"{path}: options file is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
-            ) from err
-        except ValueError as err:  # a hostile file: huge integers, deep nesting
-            raise ElmoOptionsError(f"{path}: options file is not valid JSON ({err})") from err
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_options_file(path), source=str(Path(path)))
 
     def to_file(self, path: Union[str, Path]) -> None:
-        write_text_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n")
+        write_options_file(path, self.to_dict())
 
 
 def preset(name: str) -> ElmoOptions:

@@ -1,6 +1,6 @@
 """The precision and device policy: which precisions exist and where each may run.
 
-Decided once, where a precision is chosen (``ElmoBiLM.from_files`` and
+Decided once, where a precision is chosen (``ElmoBiLM``'s constructors and
 ``set_precision``, ``device.resolve_device``, the component's ``set_precision``),
 by ``check_precision``; the modules that then build kernels trust it.
 

@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import typer
 
 from ..errors import ElmoError, EmbedInputError
-from ..io import exclusive_lock, file_sha256, iter_utf8_lines, require_writable_path, same_file, special_file_kind
+from ..io import (
+    arrays_sha256,
+    exclusive_lock,
+    file_sha256,
+    iter_utf8_lines,
+    require_writable_path,
+    same_file,
+    special_file_kind,
+)
 from . import app
 from .embed_writer import (
     LAYER_CHOICES,
@@ -90,16 +98,13 @@ def plan_batches(lengths: Sequence[int], batch_size: int, stateful: bool) -> Lis
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def check_embed_options(layers: str, batch_size: int, max_length: int = 0, precision: str = "fp32") -> None:
+def check_embed_options(layers: str, batch_size: int, max_length: int = 0) -> None:
     if layers not in LAYER_CHOICES:
         raise EmbedInputError(f"--layers must be one of {LAYER_CHOICES}, got {layers!r}")
     if batch_size < 1:
         raise EmbedInputError(f"--batch-size must be >= 1, got {batch_size}")
     if max_length < 0:
         raise EmbedInputError(f"--max-length must be >= 0 (0: no windows), got {max_length}")
-    from ..bilm.precision import check_precision
-
-    check_precision(precision, "--precision")
 
 
 def process_share() -> Tuple[int, int]:
@@ -144,7 +149,7 @@ def source_files(source: Dict) -> Dict[str, Optional[Path]]:
     directory = source["bilm_dir"]
     if directory is None:
         return {"the --options-file": source["options_file"], "the --weight-file": source["weight_file"]}
-    from ..bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
+    from ..formats.bilm_dir import OPTIONS_NAME, WEIGHTS_NAME
 
     return {f"the {name} of --bilm-dir": Path(directory) / name for name in (OPTIONS_NAME, WEIGHTS_NAME)}
 
@@ -186,7 +191,7 @@ def embed_file(
         "batch_size": batch_size,
         "stateful": stateful,
         "max_length": max_length,
-        "bilm_sha256": bilm.content_sha256(),  # the weights' content: a file replaced at its path differs
+        "bilm_sha256": arrays_sha256(*bilm.content()),  # the weights' content: a file replaced at its path differs
         **(settings or {}),
     }
     plan = EmbedPlan(sentences, batches, run_id, layers, stateful, max_length)
@@ -302,8 +307,8 @@ def check_command(
 
     check_input_file(input_file)
     check_output_not_an_input(output_file, {"the input file": input_file})
-    check_embed_options(layers, batch_size, max_length, precision)
-    torch_device = resolve_device(device, precision)
+    check_embed_options(layers, batch_size, max_length)
+    torch_device = resolve_device(device, precision)  # the precision is decided here, with the device
     share = process_share()
     check_share(share, stateful)
     require_writable_path(output_file, "OUTPUT_FILE")

@@ -1,98 +1,97 @@
-"""bilm-tf's ``weights.hdf5``: dataset names, shapes, checked reading, atomic writing, and the
-parameters as the float32 arrays written there (``host_array``).
+"""bilm-tf's files: ``options.json`` (read as JSON, checked for hostile content, written
+atomically) and ``weights.hdf5`` (its datasets checked against the layout the network
+expects, read as float32 arrays; written atomically). The names and shapes the network
+expects are the network's (``bilm/tf_layout.py``).
 
 Only datasets are read (plain float arrays): a weight file cannot run code, and
 only its own (no links, no data kept in other files).
 """
 
-import math
-import re
+import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import h5py
 import numpy
-import torch
 
-from ..bilm.char_ids import N_CHARACTERS
-from ..bilm.options import BILM_DIR_HINT, ElmoOptions
 from ..errors import ElmoOptionsError, ElmoWeightsError
-from ..io import HDF5_READ_ERRORS, atomic_path, one_line_reason, require_file
-
-_key = ElmoOptions.json_key  # options.json's names, as error messages spell them
-
-Shape = Tuple[int, ...]
-# Ten times the largest published biLM's 93.6 million (4 GB in float32): larger
-# options come from a damaged or mistyped file.
-MAX_PARAMETERS = 1_000_000_000
-
-
-def host_array(tensor: torch.Tensor, copy: bool = True) -> numpy.ndarray:
-    """``tensor``'s values as a float32 array on the host: its own copy, or (``copy=False``,
-    for arrays written straight to a file) sharing a CPU float32 tensor's memory."""
-    return tensor.detach().to("cpu", torch.float32, copy=copy).numpy()
-
-
-def lstm_prefix(direction: int, layer: int) -> str:
-    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
-
-
-def expected_shapes(options: ElmoOptions) -> Dict[str, Tuple[Shape, str]]:
-    """Every dataset of the file: ``name -> (shape, the options that size it)``."""
-    F, P, C, d = options.n_filters, options.projection_dim, options.lstm_dim, options.char_dim
-    dim, filters, proj, lstm = (_key(n) for n in ("char_dim", "filters", "projection_dim", "lstm_dim"))
-    shapes: Dict[str, Tuple[Shape, str]] = {
-        "char_embed": ((N_CHARACTERS - 1, d), f"{dim}={d}"),
-    }
-    for i, (width, n) in enumerate(options.filters):
-        why = f"{filters}[{i}]={[width, n]}, {dim}={d}"
-        shapes[f"CNN/W_cnn_{i}"] = ((1, width, d, n), why)
-        shapes[f"CNN/b_cnn_{i}"] = ((n,), why)
-    for k in range(options.n_highway):
-        why = f"{filters} sum to {F}"
-        for part in ("transform", "carry"):
-            shapes[f"CNN_high_{k}/W_{part}"] = ((F, F), why)
-            shapes[f"CNN_high_{k}/b_{part}"] = ((F,), why)
-    why = f"{filters} sum to {F}, {proj}={P}"
-    shapes["CNN_proj/W_proj"] = ((F, P), why)
-    shapes["CNN_proj/b_proj"] = ((P,), f"{proj}={P}")
-    for direction in range(2):
-        for layer in range(options.n_layers):
-            prefix = lstm_prefix(direction, layer)
-            why = f"{proj}={P}, {lstm}={C}"
-            shapes[f"{prefix}/W_0"] = ((2 * P, 4 * C), why)
-            shapes[f"{prefix}/B"] = ((4 * C,), f"{lstm}={C}")
-            shapes[f"{prefix}/W_P_0"] = ((C, P), why)
-    return shapes
-
-
-# Families of datasets whose extra members mean the options describe a
-# smaller model than the file holds.
-_COUNTED = (
-    (re.compile(r"^CNN/W_cnn_(\d+)$"), ElmoOptions.json_key("filters")),
-    (re.compile(r"^CNN_high_(\d+)/"), ElmoOptions.json_key("n_highway")),
-    (re.compile(r"^RNN_[01]/RNN/MultiRNNCell/Cell(\d+)/"), ElmoOptions.json_key("n_layers")),
+from ..io import (
+    HDF5_READ_ERRORS,
+    atomic_path,
+    check_json_depth,
+    one_line_reason,
+    parse_json,
+    require_file,
+    write_text_atomic,
 )
 
+# The char CNN's activations an options file may name (ELMoForManyLangs' configs name the same).
+ACTIVATIONS = ("relu", "tanh")
+# What a directory given as the options or weight file should have been.
+BILM_DIR_HINT = (
+    " (a biLM directory goes to bilm_dir / ElmoBiLM.from_dir; the files are options.json and weights.hdf5 in it)"
+)
+Shape = Tuple[int, ...]
 
-def read_weights(options: ElmoOptions, weight_file: Union[str, Path]) -> Dict[str, numpy.ndarray]:
-    """All datasets the options call for, checked for presence, shape and finiteness.
-    Every shape is checked before any data is read (and before the caller allocates a
-    model), so options that do not fit the file fail at once, whatever their sizes."""
+
+class WeightsLayout(NamedTuple):
+    """What a weight file must hold: ``name -> (shape, the options that size it)``, the
+    options' source (for the messages) and, for a dataset the layout lacks, the option
+    that counts its family (a filter, highway or LSTM layer), if any."""
+
+    shapes: Dict[str, Tuple[Shape, str]]
+    source: str
+    family_option: Callable[[str], Optional[str]]
+
+
+def read_options_file(path: Union[str, Path]) -> Any:
+    """``options.json``'s content, any JSON value; a file that is not UTF-8 JSON (or is
+    built to break the parser) is one line naming it."""
+    path = require_file(path, "options file", BILM_DIR_HINT)
+    try:
+        text = path.read_text(encoding="utf8")
+    except UnicodeDecodeError as err:
+        raise ElmoOptionsError(f"{path}: options file is not UTF-8 text ({err})") from err
+    try:
+        return parse_json(text)
+    except json.JSONDecodeError as err:
+        raise ElmoOptionsError(
+            f"{path}: options file is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
+        ) from err
+    except ValueError as err:  # a hostile file: huge integers, deep nesting
+        raise ElmoOptionsError(f"{path}: options file is not valid JSON ({err})") from err
+
+
+def check_options_depth(data: Any, source: str) -> None:
+    """Options nested deeper than JSON files may be (from any source) are refused before
+    anything copies them (a copy would recurse)."""
+    try:
+        check_json_depth(data)
+    except ValueError as err:
+        raise ElmoOptionsError(f"{source}: options {err}") from err
+
+
+def write_options_file(path: Union[str, Path], data: Dict[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def read_datasets(weight_file: Union[str, Path], layout: WeightsLayout) -> Dict[str, numpy.ndarray]:
+    """All datasets of ``layout``, checked for presence, shape and finiteness. Every shape
+    is checked before any data is read (and before the caller allocates a model), so a
+    layout that does not fit the file fails at once, whatever its sizes."""
     path = require_file(weight_file, "weight file", BILM_DIR_HINT)
     if not h5py.is_hdf5(str(path)):
         raise ElmoWeightsError(
             f"{path}: not an HDF5 file (expected bilm-tf's weights.hdf5; "
             "an AllenNLP model archive or a PyTorch checkpoint is not a weight file)"
         )
-    expected = expected_shapes(options)
     try:
         with h5py.File(path, "r") as f:
-            _check_no_unexpected(own_datasets(f, path), expected, options, path)
-            _check_shapes(f, expected, options, path)
+            _check_no_unexpected(own_datasets(f, path), layout, path)
+            _check_shapes(f, layout, path)
             return {
-                name: checked_array(f[name], f"{path}: dataset '{name}'", shape, f"{options.source} needs", why)
-                for name, (shape, why) in expected.items()
+                name: checked_array(f[name], f"{path}: dataset '{name}'", shape, f"{layout.source} needs", why)
+                for name, (shape, why) in layout.shapes.items()
             }
     except ElmoWeightsError:
         raise
@@ -144,34 +143,17 @@ def _check_own_storage(dataset: h5py.Dataset, name: str, path: Path) -> None:
         raise ElmoWeightsError(f"{path}: dataset '{name}' keeps its data in another file ({where}): {_OWN_DATA}")
 
 
-def _check_shapes(f: h5py.File, expected: Dict[str, Tuple[Shape, str]], options: ElmoOptions, path: Path) -> None:
-    for name, (shape, why) in expected.items():
+def _check_shapes(f: h5py.File, layout: WeightsLayout, path: Path) -> None:
+    for name, (shape, why) in layout.shapes.items():
         if name not in f or not isinstance(f[name], h5py.Dataset):
-            raise ElmoWeightsError(f"{path}: dataset '{name}' is missing (needed by {options.source}: {why})")
+            raise ElmoWeightsError(f"{path}: dataset '{name}' is missing (needed by {layout.source}: {why})")
         dataset = f[name]
         if tuple(dataset.shape) != shape:
             raise ElmoWeightsError(
-                f"{path}: dataset '{name}' has shape {tuple(dataset.shape)} but {options.source} needs {shape} ({why})"
+                f"{path}: dataset '{name}' has shape {tuple(dataset.shape)} but {layout.source} needs {shape} ({why})"
             )
         if dataset.dtype.kind != "f":
             raise ElmoWeightsError(f"{path}: dataset '{name}' has dtype {dataset.dtype}, expected floats")
-
-
-def n_parameters(options: ElmoOptions) -> int:
-    """How many weights the options describe (the biLM without its LM head)."""
-    return sum(math.prod(shape) for shape, _ in expected_shapes(options).values())
-
-
-def check_model_size(options: ElmoOptions) -> None:
-    """Options within every per-option bound can still multiply out to more weights than
-    a machine holds: refused before anything is allocated."""
-    count = n_parameters(options)
-    if count > MAX_PARAMETERS:
-        raise ElmoOptionsError(
-            f"{options.source}: these sizes ({_key('lstm_dim')} {options.lstm_dim}, {_key('projection_dim')} "
-            f"{options.projection_dim}, {_key('n_layers')} {options.n_layers}, ...) make {count:,} weights, "
-            f"above the sane bound {MAX_PARAMETERS:,}"
-        )
 
 
 def checked_array(value: Any, what: str, shape: Shape, needs: str, why: str = "") -> numpy.ndarray:
@@ -195,18 +177,12 @@ def checked_array(value: Any, what: str, shape: Shape, needs: str, why: str = ""
     return array
 
 
-def larger_model_option(name: str) -> Optional[str]:
-    """The option that counts the family of dataset ``name`` (a filter, highway or LSTM
-    layer), if it is in one: an unexpected member means the options describe a smaller model."""
-    return next((option for pattern, option in _COUNTED if pattern.match(name)), None)
-
-
-def _check_no_unexpected(found, expected, options: ElmoOptions, path: Path) -> None:
+def _check_no_unexpected(found: List[str], layout: WeightsLayout, path: Path) -> None:
     for name in found:
-        option = None if name in expected else larger_model_option(name)
+        option = None if name in layout.shapes else layout.family_option(name)
         if option:
             raise ElmoWeightsError(
-                f"{path}: dataset '{name}' is not described by {options.source} "
+                f"{path}: dataset '{name}' is not described by {layout.source} "
                 f"(check '{option}': the file holds a larger model than the options say)"
             )
 

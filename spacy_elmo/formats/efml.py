@@ -28,9 +28,9 @@ import numpy
 import torch
 from torch import Tensor
 
-from ..bilm.options import ACTIVATIONS, ElmoOptions
 from ..errors import ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError
 from ..io import iter_utf8_lines, read_json, require_file
+from .bilm_tf import ACTIVATIONS
 from .efml_configs import PACKAGED_CONFIGS, packaged_config
 
 CONFIG_NAME = "config.json"
@@ -161,25 +161,6 @@ class EfmlNetwork:
     @property
     def n_filters(self) -> int:
         return sum(n for _, n in self.filters) if self.char_dim else 0
-
-    def options(self) -> ElmoOptions:
-        """The biLSTM's sizes as ElmoOptions (the char CNN fields describe EFML's when it
-        has one; a word-only model gets a one-filter placeholder there, never built)."""
-        has_chars = bool(self.char_dim)
-        return ElmoOptions(
-            char_dim=self.char_dim if has_chars else 1,
-            filters=self.filters if has_chars else [(1, 1)],
-            n_highway=self.n_highway if has_chars else 0,
-            projection_dim=self.projection_dim,
-            lstm_dim=self.lstm_dim,
-            n_layers=self.n_layers,
-            cell_clip=self.cell_clip,
-            proj_clip=self.proj_clip,
-            use_skip_connections=True,  # EFML adds each layer's input to its output from layer 1 on
-            activation=self.activation,
-            max_characters_per_token=max(self.max_chars, 3),
-            source=self.source,
-        )
 
 
 def _is_pair(value: Any) -> bool:

@@ -12,6 +12,9 @@ trained, 261 rows (readers add the padding row). The arrays are copied bit for b
 One difference: bilm-tf builds a one-layer LSTM without a MultiRNNCell, so
 dump_weights names its datasets ``RNN_0/RNN/LSTMCell/...``, which neither
 AllenNLP nor spacy-elmo reads; they are written as ``.../MultiRNNCell/Cell0/...``.
+
+The one format module built on the network (its layout, ``bilm/tf_layout.py``): nothing
+in ``bilm/`` imports it.
 """
 
 from pathlib import Path
@@ -19,11 +22,12 @@ from typing import Dict, List, Tuple, Union
 
 import numpy
 
-from ..bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.options import ElmoOptions
+from ..bilm.tf_layout import check_model_size, expected_shapes, larger_model_option
 from ..errors import ElmoCheckpointError
 from ..io import atomic_dir
-from .bilm_tf import check_model_size, checked_array, expected_shapes, larger_model_option, write_weights
+from .bilm_dir import OPTIONS_NAME, WEIGHTS_NAME
+from .bilm_tf import checked_array, write_weights
 from .tf_checkpoint import TensorEntry, TFCheckpoint
 
 SCOPE = "lm/"

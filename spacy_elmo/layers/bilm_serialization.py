@@ -14,7 +14,6 @@ import srsly
 import torch
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.efml_model import EfmlBiLM
 from ..errors import ElmoWeightsError
 from ..formats.bilm_tf import checked_array
 from ..io import arrays_sha256
@@ -31,8 +30,9 @@ def serialize_bilm(bilm: Any) -> bytes:
     dtype = torch.float16 if lossless else torch.float32
     arrays = {name: value.to(dtype).numpy() for name, value in state.items()}
     msg: Dict[str, Any] = {"options": bilm.options.to_dict(), "arrays": arrays}
-    if isinstance(bilm, EfmlBiLM):  # its network config and vocabularies travel with it
-        msg["efml"] = bilm.saved_spec()
+    spec = bilm.char_encoder.spec()
+    if spec is not None:  # an ELMoForManyLangs biLM's network config and vocabularies travel with it
+        msg["efml"] = spec
     msg["sha256"] = arrays_sha256(arrays, _checked_header(msg))
     return srsly.msgpack_dumps(msg)
 
@@ -52,7 +52,7 @@ def deserialize_bilm(current: Any, data: bytes, device: "torch.device") -> Any:
     if msg["options"] is None:
         return current
     if "efml" in msg:
-        bilm: ElmoBiLM = EfmlBiLM.from_saved_spec(msg["efml"], "the saved biLM")
+        bilm = ElmoBiLM.from_efml_spec(msg["efml"], "the saved biLM")
     else:
         options = ElmoOptions.from_dict(msg["options"], source="the saved biLM")
         bilm = current if isinstance(current, ElmoBiLM) and current.options == options else ElmoBiLM(options)

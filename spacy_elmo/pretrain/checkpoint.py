@@ -10,7 +10,7 @@ import torch
 from confection import Config
 
 from ..bilm import ElmoOptions
-from ..bilm.elmo_bilm import OPTIONS_NAME
+from ..formats.bilm_dir import OPTIONS_NAME
 from ..io import read_jsonl
 from .config import (
     RESUMABLE_CHANGES,

@@ -24,9 +24,9 @@ import torch
 from confection import Config
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
 from ..errors import PretrainConfigError, PretrainDataError
+from ..formats.bilm_dir import OPTIONS_NAME, WEIGHTS_NAME
 from ..formats.bilm_tf import write_weights
 from ..io import (
     atomic_path,

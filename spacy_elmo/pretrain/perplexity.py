@@ -4,10 +4,10 @@ from pathlib import Path
 from typing import Dict, Union
 
 from ..bilm import ElmoBiLM
-from ..bilm.elmo_bilm import OPTIONS_NAME
 from ..bilm.language_model import BidirectionalLM
 from ..bilm.lm_head import build_lm_head
 from ..errors import PretrainDataError
+from ..formats.bilm_dir import OPTIONS_NAME
 from .corpus import Corpus
 from .data import TrainingData
 from .evaluation import dev_nll, held_out_figures

@@ -27,8 +27,8 @@ import numpy
 import torch
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME, check_bilm_dir
 from ..errors import ElmoFileNotFoundError, PretrainDataError
+from ..formats.bilm_dir import OPTIONS_NAME, WEIGHTS_NAME, check_bilm_dir
 from .outputs import SOFTMAX_NAME, VOCAB_NAME, read_softmax_arrays, read_softmax_settings
 from .vocab import SPECIAL_TOKENS, Vocabulary
 
