@@ -1,6 +1,8 @@
-"""Registered weight loaders for ``[initialize.components.elmo.weights]``.
+"""Where a biLM comes from: ``resolve_bilm``, the one road from a config to a biLM (a
+registered loader, the files or directory a config names, else the bundled biLM), and
+the registered weight loaders for ``[initialize.components.elmo.weights]``.
 
-Each returns a zero-argument callable, so nothing is read until the
+Each loader returns a zero-argument callable, so nothing is read until the
 component is initialized.
 """
 
@@ -11,7 +13,7 @@ from confection import ConfigValidationError
 from spacy.util import registry
 
 from .bilm import ElmoBiLM
-from .errors import ElmoError
+from .errors import ElmoError, ElmoNoWeightsError
 from .formats.bilm_dir import WEIGHTS_NAME, check_bilm_dir
 from .formats.bilm_tf import BILM_DIR_HINT
 from .io import require_file
@@ -19,6 +21,17 @@ from .io import require_file
 PathLike = Union[str, Path]
 # The English biLM that ships with the package (built by the project's `all` workflow).
 DEFAULT_BILM_DIR = Path(__file__).parent / "data" / "default_bilm"
+NO_WEIGHTS_HELP = (
+    "The '{name}' component has no biLM weights. Give them in one of these ways:\n"
+    "  * bilm-tf/AllenNLP files: nlp.add_pipe('elmo', config={{'options_file': 'options.json', "
+    "'weight_file': 'weights.hdf5'}})\n"
+    "  * a biLM you pretrained (`python -m spacy_elmo pretrain`): config={{'bilm_dir': 'OUTPUT_DIR'}}\n"
+    '  * with spacy train: [initialize.components.{name}.weights] @misc = "spacy-elmo.WeightsFromFiles.v1" '
+    '(options_file, weight_file) or "spacy-elmo.WeightsFromDir.v1" (path)\n'
+    "Normally the bundled English biLM (spacy_elmo/data/default_bilm) is the fallback, but this install "
+    "lacks it (expected in {expected}): reinstall spacy-elmo, or pretrain a biLM on your own text with "
+    "`python -m spacy_elmo pretrain`."
+)
 
 
 class ElmoConfigError(ConfigValidationError, ElmoError):
@@ -30,6 +43,32 @@ class ElmoConfigError(ConfigValidationError, ElmoError):
 def default_bilm_dir() -> Optional[Path]:
     """The bundled biLM's directory, or None if this install has none."""
     return DEFAULT_BILM_DIR if (DEFAULT_BILM_DIR / WEIGHTS_NAME).is_file() else None
+
+
+def bundled_bilm_dir(name: str = "elmo") -> Path:
+    """The bundled biLM's directory; an install without one is refused with what to give
+    the component ``name`` instead."""
+    path = default_bilm_dir()
+    if path is None:
+        raise ElmoNoWeightsError(NO_WEIGHTS_HELP.format(name=name, expected=DEFAULT_BILM_DIR))
+    return path
+
+
+def resolve_bilm(
+    options_file: Optional[PathLike] = None,
+    weight_file: Optional[PathLike] = None,
+    bilm_dir: Optional[PathLike] = None,
+    loader: Optional[Callable[[], ElmoBiLM]] = None,
+    name: str = "elmo",
+) -> ElmoBiLM:
+    """The biLM a component's config asks for: ``loader`` (a registered loader from
+    ``[initialize.components.NAME.weights]``), else the files or the directory (of
+    either format) it names, else the bundled biLM."""
+    if loader is not None:
+        return loader()
+    if any((options_file, weight_file, bilm_dir)):
+        return load_bilm(options_file, weight_file, bilm_dir)
+    return load_bilm(bilm_dir=bundled_bilm_dir(name))
 
 
 def load_bilm(
@@ -54,10 +93,17 @@ def check_weight_pairing(
     not both (none at all: the caller's default). ``spelling``: how the caller's user
     writes the three (config keys, CLI options)."""
     options, weights, directory = spelling
-    if (options_file is None) != (weight_file is None):
+    if half_pair(options_file, weight_file):
         raise ElmoError(f"{options} and {weights} go together: give both (or {directory})")
     if bilm_dir is not None and options_file is not None:
         raise ElmoError(f"give either {directory} or {options} + {weights}, not both")
+
+
+def half_pair(options_file: Optional[PathLike], weight_file: Optional[PathLike]) -> Optional[Tuple[str, str]]:
+    """``(the one given, the one missing)`` when only one of options_file and weight_file is given."""
+    if (options_file is None) == (weight_file is None):
+        return None
+    return ("options_file", "weight_file") if weight_file is None else ("weight_file", "options_file")
 
 
 @registry.misc("spacy-elmo.WeightsFromFiles.v1")
@@ -72,8 +118,9 @@ def weights_or_default_v1(
 ) -> Callable[[], ElmoBiLM]:
     """bilm-tf / AllenNLP files when given (both), else the English biLM bundled with
     the package: what the shipped configs use, so ``--paths.elmo_*`` is an override."""
-    if (options_file is None) != (weight_file is None):
-        given, missing = ("options_file", "weight_file") if weight_file is None else ("weight_file", "options_file")
+    unpaired = half_pair(options_file, weight_file)
+    if unpaired:
+        given, missing = unpaired
         raise ElmoConfigError(
             errors=[
                 {
@@ -110,10 +157,4 @@ def weights_from_dir_v1(path: str) -> Callable[[], ElmoBiLM]:
 def default_weights_v1() -> Callable[[], ElmoBiLM]:
     """The English biLM bundled with the package."""
 
-    def load() -> ElmoBiLM:
-        path = default_bilm_dir()
-        if path is None:
-            raise ElmoError(f"this install of spacy-elmo has no bundled biLM (expected in {DEFAULT_BILM_DIR})")
-        return load_bilm(bilm_dir=path)
-
-    return load
+    return lambda: resolve_bilm()

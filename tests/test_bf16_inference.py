@@ -150,7 +150,7 @@ def test_bf16_is_accepted_when_forced_or_native(monkeypatch, weight_files):
 def test_the_component_refuses_bf16_before_any_weights_load(not_native, weight_files, monkeypatch):
     from spacy_elmo.pipeline import elmo as elmo_module
 
-    monkeypatch.setattr(elmo_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    monkeypatch.setattr(elmo_module, "resolve_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
     with pytest.raises(ElmoError, match=f"elmo precision 'bf16' needs native bf16.*{FORCE_BF16_ENV}=1"):
         make_nlp(weight_files, precision="bf16")
 

@@ -30,7 +30,7 @@ from ..doc_data import (
     token_mix_reducer,
     token_mix_weights,
 )
-from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
+from ..errors import ElmoError, ElmoSavedPipelineError, ElmoWeightsError
 from ..layers.bilm_layer import (
     DEFAULT_MAX_SEGMENT_LENGTH,
     adopt_loaded_bilm,
@@ -44,7 +44,7 @@ from ..layers.bilm_layer import (
     set_precision,
 )
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
-from ..loaders import check_weight_pairing, check_weight_source, default_bilm_dir, load_bilm
+from ..loaders import check_weight_pairing, check_weight_source, resolve_bilm
 from ..spacy_frames import building_from_config
 from .extensions import install_extensions
 from .saved import check_saved_component
@@ -65,17 +65,6 @@ DEFAULT_SETTINGS: Dict[str, Any] = {
     "cache_size_mb": 1024,
     "precision": "fp32",
 }
-
-NO_WEIGHTS_HELP = (
-    "The '{name}' component has no biLM weights. Give them in one of these ways:\n"
-    "  * bilm-tf/AllenNLP files: nlp.add_pipe('elmo', config={{'options_file': 'options.json', "
-    "'weight_file': 'weights.hdf5'}})\n"
-    "  * a biLM you pretrained (`python -m spacy_elmo pretrain`): config={{'bilm_dir': 'OUTPUT_DIR'}}\n"
-    '  * with spacy train: [initialize.components.{name}.weights] @misc = "spacy-elmo.WeightsFromFiles.v1" '
-    '(options_file, weight_file) or "spacy-elmo.WeightsFromDir.v1" (path)\n'
-    "Normally the bundled English biLM (spacy_elmo/data/default_bilm) is the fallback, but this install "
-    "lacks it: reinstall spacy-elmo, or pretrain a biLM on your own text with `python -m spacy_elmo pretrain`."
-)
 
 
 @Language.factory(
@@ -293,16 +282,11 @@ class ElmoComponent(TrainablePipe):
     def has_weights(self) -> bool:
         return get_bilm(self.model) is not None
 
-    def _ensure_weights(self) -> None:
-        if self.has_weights:
-            return
-        if any(self._weight_source.values()):
-            self._set_weights(load_bilm(**self._weight_source))
-            return
-        bundled = default_bilm_dir()
-        if bundled is None:
-            raise ElmoNoWeightsError(NO_WEIGHTS_HELP.format(name=self.name))
-        self._set_weights(load_bilm(bilm_dir=bundled))
+    def _ensure_weights(self, loader: Optional[Callable[[], Any]] = None) -> None:
+        """The biLM the config asks for (``loaders.resolve_bilm``), once: at initialize (where
+        ``loader`` replaces any), or else at first use; never after a load (it brings one)."""
+        if loader is not None or not self.has_weights:
+            self._set_weights(resolve_bilm(**self._weight_source, loader=loader, name=self.name))
 
     def _set_weights(self, bilm: Any) -> None:
         set_bilm(self.model, bilm)
@@ -329,10 +313,7 @@ class ElmoComponent(TrainablePipe):
         if nlp is not None:
             check_upstream_names(nlp)
         self._refuse_inference_only_fine_tuning()
-        if weights is not None:
-            self._set_weights(weights())
-        else:
-            self._ensure_weights()
+        self._ensure_weights(weights)
 
     def _refuse_inference_only_fine_tuning(self) -> None:
         """int8 and bf16 are inference only: a listener that fine-tunes the biLM is refused before training starts."""
