@@ -146,14 +146,15 @@ def test_an_output_that_is_the_input_is_refused_and_the_input_kept(files, monkey
     assert len(result.output.strip().splitlines()) == 1 and text.read_bytes() == before
 
 
-@pytest.mark.parametrize("how", ["--weight-file", "--bilm-dir", "partial"])
+@pytest.mark.parametrize("how", ["--weight-file", "--bilm-dir", "partial", "lock"])
 def test_an_output_whose_files_are_the_biLMs_or_the_input_is_refused(files, how):
+    """The lock file too: taking it once emptied and removed an input of that name."""
     tmp, options, weights, text = files
     source = ["--options-file", str(options), "--weight-file", str(weights)]
     if how == "--bilm-dir":
         source = ["--bilm-dir", str(tmp)]
-    if how == "partial":
-        text = text.rename(tmp / "input.txt.x.partial")
+    if how in ("partial", "lock"):
+        text = text.rename(tmp / f"input.txt.x.{how}")
     out, kept, message = {
         "--weight-file": (weights, weights, f"OUTPUT_FILE {weights} is the --weight-file {weights}"),
         "--bilm-dir": (weights, weights, f"OUTPUT_FILE {weights} is the weights.hdf5 of --bilm-dir {weights}"),
@@ -162,7 +163,14 @@ def test_an_output_whose_files_are_the_biLMs_or_the_input_is_refused(files, how)
             text,
             f"OUTPUT_FILE {tmp / 'input.txt.x'}'s working file {text.name} is the input file {text}",
         ),
-    }[how]
+    }.get(
+        how,
+        (
+            tmp / "input.txt.x",
+            text,
+            f"OUTPUT_FILE {tmp / 'input.txt.x'}'s lock file {text.name} is the input file {text}",
+        ),
+    )
     before = kept.read_bytes()
     result = CliRunner().invoke(app, ["embed", str(text), str(out), *source, "--overwrite"])
     assert result.exit_code == 1 and f"error: {message}: writing it would replace" in result.output, result.output
@@ -382,3 +390,57 @@ def test_pretraining_decides_the_same_way(monkeypatch):
         setup_distributed(torch.device("cpu"))
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert setup_distributed(torch.device("cpu")).world_size == 1
+
+
+# Every file each format reads a biLM from, as the guard's message names it.
+BILM_TF_FILES = {"options.json": "options.json", "weights.hdf5": "weights.hdf5"}
+EFML_FILES = {
+    "config.json": "config.json",
+    "network.json": "network config (config.json's config_path)",
+    "char.dic": "char.dic",
+    "word.dic": "word.dic",
+    "token_embedder.pkl": "token_embedder.pkl",
+    "encoder.pkl": "encoder.pkl",
+}
+
+
+def refused_as_output(text, out, source, what, path):
+    """`embed --overwrite` onto ``out``, a file of the biLM ``source`` names: one line naming it, no load."""
+    before = out.read_bytes()
+    result = CliRunner().invoke(app, ["embed", str(text), str(out), *source, "--overwrite"])
+    assert result.exit_code == 1, result.output
+    assert f"error: OUTPUT_FILE {out} is {what} {path}: writing it would replace" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and out.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", sorted(BILM_TF_FILES))
+@pytest.mark.parametrize("how", ["--options-file/--weight-file", "--bilm-dir", "the bundled biLM"])
+def test_no_file_of_a_bilm_tf_biLM_can_be_the_output(files, monkeypatch, how, name):
+    tmp, options, weights, text = files
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    if how == "--options-file/--weight-file":
+        out = {"options.json": options, "weights.hdf5": weights}[name]
+        what = {"options.json": "the --options-file", "weights.hdf5": "the --weight-file"}[name]
+        refused_as_output(text, out, ["--options-file", str(options), "--weight-file", str(weights)], what, out)
+        return
+    directory = tmp if how == "--bilm-dir" else spacy_elmo.loaders.DEFAULT_BILM_DIR
+    if not (directory / name).is_file():
+        pytest.skip("this install has no bundled biLM")
+    source = ["--bilm-dir", str(tmp)] if how == "--bilm-dir" else []
+    what = f"the {name} of --bilm-dir" if source else f"the {name} of the bundled biLM"
+    refused_as_output(text, directory / name, source, what, directory / name)
+
+
+@pytest.mark.parametrize("name", sorted(EFML_FILES))
+@pytest.mark.parametrize("config_path", ["network.json", "/trained/elsewhere/network.json"])
+def test_no_file_of_an_elmoformanylangs_directory_can_be_the_output(files, monkeypatch, tmp_path, name, config_path):
+    """It once replaced encoder.pkl (and every file but a bilm-tf directory's two) with the HDF5 output."""
+    pytest.importorskip("elmoformanylangs")  # builds the directory (the test extra has it)
+    from .efml_models import make_efml_dir
+
+    text = files[3]
+    model_dir = make_efml_dir(tmp_path / "efml", 3, **{"token_embedder.word_dim": 3, "token_embedder.char_dim": 4})
+    (model_dir / "config.json").write_text(json.dumps({"config_path": config_path}), encoding="utf8")
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    what = f"the {EFML_FILES[name]} of --bilm-dir"
+    refused_as_output(text, model_dir / name, ["--bilm-dir", str(model_dir)], what, model_dir / name)

@@ -190,21 +190,32 @@ def _is_pair(value: Any) -> bool:
     )
 
 
-def read_network_config(model_dir: Path) -> Tuple[Dict[str, Any], str]:
-    """``config.json``'s network config and where it came from, found as EFML finds it."""
+def network_config_file(model_dir: Path) -> Tuple[Optional[Path], str]:
+    """The network config ``config.json`` names, found as EFML finds it: its file in
+    ``model_dir`` (None where EFML's packaged one is meant), and that config_path."""
     config_file = model_dir / CONFIG_NAME
     config = read_json(config_file, ElmoOptionsError)
     config_path = config.get("config_path") if isinstance(config, dict) else None
     if not isinstance(config_path, str) or not config_path:
         raise ElmoOptionsError(f"{config_file}: needs 'config_path', the network config's file name")
-    name = Path(config_path.replace("\\", "/")).name
-    for candidate in (model_dir / config_path, model_dir / name):
-        if candidate.is_file():
-            return read_json(candidate, ElmoOptionsError), str(candidate)
+    candidates = (model_dir / config_path, model_dir / _file_name(config_path))
+    return next((candidate for candidate in candidates if candidate.is_file()), None), config_path
+
+
+def _file_name(config_path: str) -> str:
+    return Path(config_path.replace("\\", "/")).name
+
+
+def read_network_config(model_dir: Path) -> Tuple[Dict[str, Any], str]:
+    """``config.json``'s network config and where it came from, found as EFML finds it."""
+    path, config_path = network_config_file(model_dir)
+    if path is not None:
+        return read_json(path, ElmoOptionsError), str(path)
+    name = _file_name(config_path)
     packaged = packaged_config(name)
     if packaged is None:
         raise ElmoFileNotFoundError(
-            f"{config_file}: its config_path {config_path!r} is neither in {model_dir} nor one of "
+            f"{model_dir / CONFIG_NAME}: its config_path {config_path!r} is neither in {model_dir} nor one of "
             f"ELMoForManyLangs' packaged configs {PACKAGED_CONFIGS}: put that file in the model directory"
         )
     return packaged, f"ELMoForManyLangs' packaged {name}"
@@ -413,6 +424,23 @@ class EfmlFiles:
     encoder: Dict[str, Tensor]
 
 
+# How a writer's guard names the network config (its file name varies).
+NETWORK_CONFIG = f"network config ({CONFIG_NAME}'s config_path)"
+
+
+def efml_dir_files(model_dir: Path) -> Dict[str, Path]:
+    """The files ``read_efml_dir`` reads from ``model_dir``, by name (the network config
+    when the directory holds it; both dictionaries, whichever the network uses): what
+    a writer must not replace."""
+    files = {CONFIG_NAME: model_dir / CONFIG_NAME}
+    network_config, _ = network_config_file(model_dir)
+    if network_config is not None:
+        files[NETWORK_CONFIG] = network_config
+    for name in (CHAR_DIC, WORD_DIC, TOKEN_EMBEDDER_NAME, ENCODER_NAME):
+        files[name] = model_dir / name
+    return files
+
+
 def read_efml_dir(model_dir: Union[str, Path]) -> EfmlFiles:
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
@@ -424,16 +452,17 @@ def read_efml_dir(model_dir: Union[str, Path]) -> EfmlFiles:
         )
     data, source = read_network_config(model_dir)
     network = EfmlNetwork.from_dict(data, source)
+    files = efml_dir_files(model_dir)  # what is read below: a writer's guard reads the same list
     chars = words = None
     if network.char_dim:
-        chars = read_dictionary(model_dir / CHAR_DIC)
-        check_specials(chars, model_dir / CHAR_DIC, (BOW, EOW, OOV, PAD, BOS, EOS), len(chars))
+        chars = read_dictionary(files[CHAR_DIC])
+        check_specials(chars, files[CHAR_DIC], (BOW, EOW, OOV, PAD, BOS, EOS), len(chars))
     if network.word_dim:
-        words = read_dictionary(model_dir / WORD_DIC)
-        check_specials(words, model_dir / WORD_DIC, (OOV, PAD), len(words))
+        words = read_dictionary(files[WORD_DIC])
+        check_specials(words, files[WORD_DIC], (OOV, PAD), len(words))
     expected = token_embedder_shapes(network, len(chars or ()), len(words or ()))
-    path = model_dir / TOKEN_EMBEDDER_NAME
+    path = files[TOKEN_EMBEDDER_NAME]
     token_embedder = check_state_dict(read_state_dict(path), expected, path)
-    path = model_dir / ENCODER_NAME
+    path = files[ENCODER_NAME]
     encoder = check_state_dict(read_state_dict(path), encoder_shapes(network), path)
     return EfmlFiles(network, EfmlVocab(chars, words, network.max_chars), token_embedder, encoder)

@@ -12,7 +12,7 @@ from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
 from ..io import arrays_sha256
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
-from .efml import EFML_DIR_HINT, is_efml_dir
+from .efml import EFML_DIR_HINT, efml_dir_files, is_efml_dir
 from .generation import WeightsGeneration, mark_weights_changed
 from .lstm import BiLstm, ProjectedLstm, State
 from .options import ElmoOptions
@@ -45,6 +45,24 @@ def check_bilm_dir(path: Path, what: str = "biLM directory") -> None:
             f"{what} {path} has no {' and no '.join(missing)}: a biLM directory holds {OPTIONS_NAME} and "
             f"{WEIGHTS_NAME} (as `python -m spacy_elmo pretrain` writes them); {EFML_DIR_HINT}"
         )
+
+
+# The formats a biLM directory can hold.
+BILM_TF_FORMAT = "bilm-tf"
+EFML_FORMAT = "ELMoForManyLangs"
+
+
+def bilm_dir_format(path: Path) -> str:
+    """How ``ElmoBiLM.from_dir`` reads ``path``: bilm-tf's two files, else (without
+    weights.hdf5) an ELMoForManyLangs directory."""
+    return EFML_FORMAT if not (path / WEIGHTS_NAME).is_file() and is_efml_dir(path) else BILM_TF_FORMAT
+
+
+def bilm_dir_files(path: Path) -> Dict[str, Path]:
+    """The files ``ElmoBiLM.from_dir`` reads from ``path``, by name: what a writer must not replace."""
+    if bilm_dir_format(path) == EFML_FORMAT:
+        return efml_dir_files(path)
+    return {OPTIONS_NAME: path / OPTIONS_NAME, WEIGHTS_NAME: path / WEIGHTS_NAME}
 
 
 class ElmoBiLM(nn.Module):
@@ -111,9 +129,10 @@ class ElmoBiLM(nn.Module):
         path = Path(path)
         check_precision(precision, device=device)  # an impossible precision is named before any file
         check_bilm_dir(path)
-        if not (path / WEIGHTS_NAME).is_file() and is_efml_dir(path):
+        if bilm_dir_format(path) == EFML_FORMAT:
             return cls.from_efml(path, device=device, precision=precision)
-        return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device, precision=precision)
+        files = bilm_dir_files(path)  # what is read: a writer's guard reads the same list
+        return cls.from_files(files[OPTIONS_NAME], files[WEIGHTS_NAME], device=device, precision=precision)
 
     @classmethod
     def from_efml(

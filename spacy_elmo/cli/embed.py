@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import typer
 
 from ..errors import ElmoError, EmbedInputError
-from ..io import exclusive_lock, file_sha256, iter_utf8_lines, require_writable_path, same_file, special_file_kind
+from ..io import (
+    exclusive_lock,
+    file_sha256,
+    iter_utf8_lines,
+    lock_path,
+    require_writable_path,
+    same_file,
+    special_file_kind,
+)
 from . import app
 from .embed_writer import (
     LAYER_CHOICES,
@@ -127,12 +135,14 @@ def check_output_free(output_file: Path, overwrite: bool) -> None:
 
 
 def check_output_not_an_input(output_file: Path, inputs: Dict[str, Optional[Path]]) -> None:
-    """Writing OUTPUT (or its partial or progress file) must not replace a file the run
-    reads: ``inputs`` maps how each is named to its path (None: not given)."""
+    """Writing OUTPUT (or its partial, progress or lock file) must not replace a file the
+    run reads: ``inputs`` maps how each is named to its path (None: not given)."""
+    working = {partial_path(output_file): "working file", progress_path(output_file): "working file"}
+    working[lock_path(output_file)] = "lock file"
     for what, path in inputs.items():
-        for target in (output_file, partial_path(output_file), progress_path(output_file)):
+        for target in (output_file, *working):
             if path is not None and same_file(target, path):
-                owner = "" if target == output_file else f"'s working file {target.name}"
+                owner = "" if target == output_file else f"'s {working[target]} {target.name}"
                 raise EmbedInputError(
                     f"OUTPUT_FILE {output_file}{owner} is {what} {path}: writing it would replace "
                     f"{what}; give another OUTPUT_FILE"
@@ -140,13 +150,20 @@ def check_output_not_an_input(output_file: Path, inputs: Dict[str, Optional[Path
 
 
 def source_files(source: Dict) -> Dict[str, Optional[Path]]:
-    """The files a weight source reads, named as the user gave them."""
+    """The files a weight source reads (as its format lists them), named as the user gave them."""
     directory = source["bilm_dir"]
     if directory is None:
         return {"the --options-file": source["options_file"], "the --weight-file": source["weight_file"]}
-    from ..bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
+    from ..bilm.elmo_bilm import bilm_dir_files
 
-    return {f"the {name} of --bilm-dir": Path(directory) / name for name in (OPTIONS_NAME, WEIGHTS_NAME)}
+    owner = "the bundled biLM" if is_bundled(directory) else "--bilm-dir"
+    return {f"the {name} of {owner}": path for name, path in bilm_dir_files(Path(directory)).items()}
+
+
+def is_bundled(bilm_dir: Path) -> bool:
+    from ..loaders import DEFAULT_BILM_DIR
+
+    return Path(bilm_dir) == DEFAULT_BILM_DIR
 
 
 def embed_file(
