@@ -26,6 +26,10 @@ class ElmoFileNotFoundError(ElmoError, FileNotFoundError):
     """A file the user named does not exist."""
 
 
+class ElmoPermissionError(ElmoError, PermissionError):
+    """A file the user named that this user may not read."""
+
+
 class ElmoInputError(ElmoError, TypeError):
     """Sentences given to the biLM that are not lists of token strings."""
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Type, Union
 
-from .errors import ElmoError, ElmoFileNotFoundError, ElmoLockedError
+from .errors import ElmoError, ElmoFileNotFoundError, ElmoLockedError, ElmoPermissionError
 
 _BLOCK = 1 << 20
 
@@ -47,7 +47,21 @@ def require_file(path: Union[str, Path], what: str, hint: str = "") -> Path:
         raise ElmoError(f"{what} {path} is a {kind}, not a regular file: give the file itself")
     if not path.is_file():
         raise ElmoFileNotFoundError(f"{what} not found: {path}")
+    require_readable(path, what)
     return path
+
+
+def require_readable(path: Path, what: str) -> None:
+    """An error naming ``path`` where this user may not open it for reading: tried, not
+    read off the mode bits (root reads a chmod 000 file; ACLs and NFS decide otherwise).
+    h5py and torch would say so in a traceback, or as a damaged file."""
+    try:
+        with open(path, "rb"):
+            pass
+    except PermissionError as err:
+        raise ElmoPermissionError(
+            f"{what} {path} cannot be read: permission denied (give this user read access, or a copy it can read)"
+        ) from err
 
 
 def require_writable_path(path: Union[str, Path], what: str) -> Path:
@@ -320,6 +334,7 @@ def check_json_depth(data: Any) -> None:
 
 def read_json(path: Path, error: Type[Exception]) -> Any:
     """A JSON file's content; a file that is not UTF-8 JSON raises ``error`` naming it."""
+    require_readable(path, "the file")
     try:
         return parse_json(path.read_text(encoding="utf8"))
     except (UnicodeDecodeError, ValueError) as err:

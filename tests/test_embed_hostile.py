@@ -1,6 +1,8 @@
 """`embed` against hostile inputs and environments (issue 61): another run on the same
 output, replaced weights, an output that is the input, a full disk, stray torchrun variables."""
 
+import builtins
+import errno
 import json
 import os
 import subprocess
@@ -8,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import h5py
 import numpy
 import pytest
 from typer.testing import CliRunner
@@ -444,3 +447,56 @@ def test_no_file_of_an_elmoformanylangs_directory_can_be_the_output(files, monke
     monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
     what = f"the {EFML_FILES[name]} of --bilm-dir"
     refused_as_output(text, model_dir / name, ["--bilm-dir", str(model_dir)], what, model_dir / name)
+
+
+def deny_reading(monkeypatch, denied):
+    """Opening ``denied`` raises what it raises for a user without read access (chmod 000 as
+    anyone but root: the tests run as root, whom the mode does not stop)."""
+    real_open = builtins.open
+
+    def guarded_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and Path(file).resolve() == denied.resolve():
+            raise PermissionError(errno.EACCES, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    def guarded_is_hdf5(name):  # h5py opens the file itself, not through Python's open
+        if Path(name).resolve() == denied.resolve():
+            raise PermissionError(errno.EACCES, "Permission denied", str(name))
+        return real_is_hdf5(name)
+
+    real_is_hdf5 = h5py.is_hdf5
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    monkeypatch.setattr(h5py, "is_hdf5", guarded_is_hdf5)
+
+
+@pytest.mark.parametrize("name,what", [("weights.hdf5", "weight file"), ("options.json", "options file")])
+def test_a_biLM_file_this_user_cannot_read_is_one_line_naming_it(files, monkeypatch, name, what):
+    """An unreadable weights.hdf5 once gave PermissionError's traceback from h5py.is_hdf5."""
+    tmp, options, weights, text = files
+    deny_reading(monkeypatch, tmp / name)
+    result = run_embed(options, weights, text, tmp / "o.hdf5")
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"error: {what} {tmp / name} cannot be read: permission denied" in result.output
+    assert not list(tmp.glob("o.hdf5*"))
+
+
+def test_an_input_this_user_cannot_read_is_one_line_naming_it(files, monkeypatch):
+    tmp, options, weights, text = files
+    deny_reading(monkeypatch, text)
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    result = run_embed(options, weights, text, tmp / "o.hdf5")
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"error: the input {text} cannot be read: permission denied" in result.output
+
+
+@pytest.mark.parametrize("name", ["config.json", "network.json", "char.dic", "encoder.pkl"])
+def test_an_elmoformanylangs_file_this_user_cannot_read_is_one_line_naming_it(files, monkeypatch, tmp_path, name):
+    pytest.importorskip("elmoformanylangs")  # builds the directory (the test extra has it)
+    from .efml_models import make_efml_dir
+
+    text = files[3]
+    model_dir = make_efml_dir(tmp_path / "efml", 3, **{"token_embedder.char_dim": 4})
+    deny_reading(monkeypatch, model_dir / name)
+    result = CliRunner().invoke(app, ["embed", str(text), str(tmp_path / "o.hdf5"), "--bilm-dir", str(model_dir)])
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"{model_dir / name} cannot be read: permission denied" in result.output

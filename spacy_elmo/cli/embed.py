@@ -27,6 +27,7 @@ from ..io import (
     file_sha256,
     iter_utf8_lines,
     lock_path,
+    require_readable,
     require_writable_path,
     same_file,
     special_file_kind,
@@ -66,6 +67,7 @@ def check_input_file(path: Path) -> None:
         )
     if not path.is_file():
         raise EmbedInputError(f"input file not found: {path}")
+    require_readable(path, "the input")
 
 
 def make_tokenizer(spacy_tokenizer: Optional[str]) -> Callable[[str], List[str]]:
