@@ -54,3 +54,9 @@ def test_embed_help_points_to_its_docs_page():
     """It once said "see `embed`'s module docs", which a user of the command line cannot open."""
     text, _ = run_help(["embed", "--help"])
     assert "docs/embed.md" in text and "module docs" not in text
+
+
+def test_embed_help_names_its_arguments_as_its_errors_do():
+    """They were lower case (``{input_file} {output_file}``), while its errors say OUTPUT_FILE."""
+    text, _ = run_help(["embed", "--help"])
+    assert "INPUT_FILE OUTPUT_FILE" in text.replace("{", "").replace("}", "") and "output_file" not in text

@@ -268,11 +268,9 @@ def test_a_disk_filling_up_stops_with_one_line_and_the_rerun_resumes(files, monk
 
 
 def test_an_enospc_from_the_writer_is_one_line(files, monkeypatch):
-    import errno
-
     tmp, options, weights, text = files
 
-    def full(out, batch, vectors, layers):
+    def full(out, batch, vectors, plan):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(embed_writer, "write_batch", full)

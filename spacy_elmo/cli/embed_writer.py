@@ -58,6 +58,7 @@ class EmbedPlan:
     layers: str  # one of LAYER_CHOICES
     stateful: bool
     max_length: int
+    announce: str = ""  # printed once the run's files are checked, as embedding starts
 
     def share(self, rank: int, world: int) -> "EmbedPlan":
         """Process ``rank``'s batches of ``world``: every world-th, from the rank-th."""
@@ -207,12 +208,21 @@ def disk_full_as_one_line(path: Path) -> Iterator[None]:
         raise EmbedInputError(_no_space(path)) from err
 
 
-def write_batch(out: h5py.File, batch: Sequence[int], vectors: Sequence[numpy.ndarray], layers: str) -> None:
-    """One batch's datasets, once the disk has room for them."""
-    arrays = [select_layers(array, layers).astype(numpy.float32) for array in vectors]
-    require_space(Path(out.filename), sum(a.nbytes for a in arrays) + 4096 * len(arrays))  # 4 KiB: headers
-    for index, array in zip(batch, arrays):
-        out.create_dataset(str(index), data=array)
+# The attribute of a line's dataset that holds its rows' tokens (JSON): readers of
+# AllenNLP's layout, which read datasets, never see it.
+TOKENS_ATTR = "tokens"
+
+
+def write_batch(out: h5py.File, batch: Sequence[int], vectors: Sequence[numpy.ndarray], plan: EmbedPlan) -> None:
+    """One batch's datasets (the plan's layers), each with its tokens, once the disk has room for them."""
+    arrays = [select_layers(array, plan.layers).astype(numpy.float32) for array in vectors]
+    tokens = [json.dumps(list(plan.sentences[index])) for index in batch]
+    needed = sum(a.nbytes for a in arrays) + sum(len(t.encode("utf8")) for t in tokens)
+    require_space(Path(out.filename), needed + 4096 * len(arrays))  # 4 KiB: headers
+    for index, array, text in zip(batch, arrays, tokens):
+        dataset = out.create_dataset(str(index), data=array)
+        # A string of any length (the global heap), not a list: object headers hold 64 KiB.
+        dataset.attrs.create(TOKENS_ATTR, text, dtype=h5py.string_dtype())
 
 
 def embed_batches(
@@ -226,6 +236,8 @@ def embed_batches(
     AllenNLP's ``sentence_to_index``; a part file instead records its run."""
     partial = partial_path(output_file)
     done_batches = _resume(output_file, bilm, plan)
+    if plan.announce:
+        print(plan.announce, file=sys.stderr, flush=True)
     output_file.parent.mkdir(parents=True, exist_ok=True)
     bar = tqdm(
         total=sum(map(len, plan.batches)),
@@ -281,8 +293,11 @@ def _embed_remaining(
         vectors = bilm.embed_batch(
             [sentences[i] for i in batch], stateful=plan.stateful, max_length=plan.max_length or None
         )
-        write_batch(out, batch, vectors, plan.layers)
-        bar.update(len(batch))
+        write_batch(out, batch, vectors, plan)
+        if number < len(batches) - 1:
+            bar.update(len(batch))
+        else:  # shown by the bar's close, which shows it again whatever update showed
+            bar.n += len(batch)
         if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS or number == len(batches) - 1:
             stateful_bilm = bilm if plan.stateful else None
             checkpoint(out, output_file, progress_path(output_file), plan.run_id, number + 1, stateful_bilm)
@@ -371,7 +386,8 @@ def merge_parts(output_file: Path, lines: Sequence[str], run_id: Dict, world: in
                 if source is None:
                     raise EmbedInputError(f"line {index + 1} is in none of the parts {parts[0].name}..: rerun")
                 require_space(partial, source[name].nbytes + 4096)
-                out.create_dataset(name, data=source[name][...])
+                dataset = out.create_dataset(name, data=source[name][...])
+                dataset.attrs.update(source[name].attrs)  # its tokens
             write_sentence_index(out, lines)
     finally:
         for source in sources:
