@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple, Union
 import numpy
 
 from ..errors import ElmoCheckpointError
-from ..io import atomic_dir
+from ..file_safety import atomic_dir
 from .elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
 from .options import ElmoOptions
 from .tf_checkpoint import TensorEntry, TFCheckpoint

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import typer
 
 from ..errors import ElmoError, EmbedInputError
-from ..io import exclusive_lock, file_sha256, iter_utf8_lines, require_writable_path, same_file, special_file_kind
+from ..file_safety import (
+    exclusive_lock,
+    file_sha256,
+    iter_utf8_lines,
+    require_writable_path,
+    same_file,
+    special_file_kind,
+)
 from . import app
 from .embed_writer import (
     LAYER_CHOICES,

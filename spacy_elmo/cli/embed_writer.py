@@ -27,7 +27,7 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import EmbedInputError
-from ..io import HDF5_READ_ERRORS, atomic_path, is_disk_full, one_line_reason, parse_json, write_json_atomic
+from ..file_safety import HDF5_READ_ERRORS, atomic_path, is_disk_full, one_line_reason, parse_json, write_json_atomic
 
 # torch is imported where a command runs, not here: `--help` stays fast.
 if TYPE_CHECKING:

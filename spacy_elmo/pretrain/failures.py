@@ -14,7 +14,7 @@ from typing import ContextManager, Iterator, Optional
 import torch
 
 from ..errors import PretrainDataError, PretrainDivergedError
-from ..io import FREE_SPACE_PREFIX, exclusive_lock, is_disk_full
+from ..file_safety import FREE_SPACE_PREFIX, exclusive_lock, is_disk_full
 from .outputs import CHECKPOINT_NAME
 from .run import Run, say
 

@@ -1,4 +1,5 @@
-"""File helpers shared by the library: atomic writes, locks, UTF-8 lines, sha256, JSONL."""
+"""File safety, one policy for the library: atomic writes, locks, free space and full disks, UTF-8 lines,
+JSON limits, checksums, JSONL. (Named so that it shadows no standard module.)"""
 
 import errno
 import fcntl

@@ -1,4 +1,4 @@
-"""spacy_elmo.io: the lock beside an output."""
+"""spacy_elmo.file_safety: the lock beside an output, files that must exist."""
 
 import errno
 import fcntl
@@ -10,7 +10,7 @@ import pytest
 
 import spacy_elmo
 from spacy_elmo.errors import ElmoLockedError
-from spacy_elmo.io import exclusive_lock, lock_path
+from spacy_elmo.file_safety import exclusive_lock, lock_path
 
 ROOT = os.path.dirname(os.path.dirname(spacy_elmo.__file__))
 
@@ -34,7 +34,7 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     out = tmp_path / "out.hdf5"
     script = (
         "import os, sys\n"
-        "from spacy_elmo.io import exclusive_lock\n"
+        "from spacy_elmo.file_safety import exclusive_lock\n"
         "with exclusive_lock(sys.argv[1], 'OUTPUT_FILE'):\n"
         "    os._exit(9)\n"  # dies holding it: no release code runs
     )
@@ -58,7 +58,7 @@ def test_a_file_system_without_locks_warns_and_runs(tmp_path, monkeypatch):
 
 def test_a_device_given_as_a_file_says_what_it_is():
     from spacy_elmo.errors import ElmoError
-    from spacy_elmo.io import require_file
+    from spacy_elmo.file_safety import require_file
 
     with pytest.raises(ElmoError, match=r"^weight file /dev/null is a character device, not a regular file: give"):
         require_file("/dev/null", "weight file")
