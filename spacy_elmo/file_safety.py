@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Type, Union
 
-from .errors import ElmoError, ElmoFileNotFoundError, ElmoLockedError
+from .errors import ElmoDiskFullError, ElmoError, ElmoFileNotFoundError, ElmoLockedError
 
 _BLOCK = 1 << 20
 
@@ -91,17 +91,13 @@ def atomic_path(path: Path) -> Iterator[Path]:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as err:
-        if err.filename is None:  # a write through a file object names no file: name the one meant
-            err.filename = str(path)
-        if not is_disk_full(err) and filled_the_disk(tmp):
-            raise disk_full_error(path) from err
-        raise
-    except RuntimeError as err:
+    except (OSError, RuntimeError) as err:
         # torch.save on a full disk: "enforce fail at inline_container.cc ... unexpected pos"; h5py's
         # close: RuntimeError. Neither says why: the file system the write just filled does.
-        if filled_the_disk(tmp):
-            raise disk_full_error(path) from err
+        if is_disk_full(err) or filled_the_disk(tmp):
+            raise ElmoDiskFullError(path) from err
+        if isinstance(err, OSError) and err.filename is None:  # a write through a file object names no file
+            err.filename = str(path)
         raise
     finally:
         if tmp.exists():
@@ -209,38 +205,44 @@ def one_line_reason(err: BaseException) -> str:
 
 
 def is_disk_full(err: BaseException) -> bool:
-    """Whether ``err`` is the file system's "no space left" (or quota exceeded)."""
-    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+    """Whether ``err`` is the file system's "no space left" (or quota exceeded): an OSError
+    ENOSPC or EDQUOT, or h5py's RuntimeError or OSError that quotes it only in its message."""
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(err, (OSError, RuntimeError)) and any(said in str(err) for said in _NO_SPACE_SAID)
 
 
-# Free bytes below which a failed write counts as having filled the disk.
-FULL_DISK_BYTES = 1 << 20
+_NO_SPACE_SAID = ("errno = 28", "No space left on device")
+# Free bytes every write leaves: room for HDF5's metadata, flushed at checkpoints and at close
+# (a write that fills the disk leaves h5py in a state that can end in a segfault: stop before it).
+SPARE_BYTES = 8 << 20
+# Free bytes below which a write that failed counts as having filled the disk.
+FILLED_DISK_BYTES = 1 << 20
 
 
 def filled_the_disk(tmp: Path) -> bool:
     """Whether a write to ``tmp`` that failed left its file system (nearly) full."""
     try:
-        return tmp.exists() and shutil.disk_usage(tmp.parent).free < FULL_DISK_BYTES
+        return tmp.exists() and shutil.disk_usage(tmp.parent).free < FILLED_DISK_BYTES
     except OSError:
         return False
 
 
-FREE_SPACE_PREFIX = "No space left on device"
-
-
-def disk_full_error(path: Union[str, Path], strerror: str = FREE_SPACE_PREFIX) -> OSError:
-    return OSError(errno.ENOSPC, strerror, str(path))
-
-
 def require_free_space(path: Union[str, Path], needed: int) -> None:
-    """An ENOSPC error naming ``path`` where its file system has less than ``needed`` bytes
-    free: checked before a write, since torch's and h5py's writers fail on a full disk with
-    errors that do not say so, and h5py may crash."""
-    needed += FULL_DISK_BYTES  # what a write that fills the disk would leave
-    free = shutil.disk_usage(Path(path).parent).free
-    if free < needed:
-        raise disk_full_error(
-            path, f"{FREE_SPACE_PREFIX}: {free / 2**20:.1f} MiB free, about {needed / 2**20:.1f} MiB needed"
+    """An ``ElmoDiskFullError`` naming ``path`` where its file system has less than ``needed``
+    bytes free beyond SPARE_BYTES: checked before a write, since torch's and h5py's writers fail on
+    a full disk with errors that do not say so, and h5py may crash. ``path``'s directory need not
+    exist yet."""
+    directory = Path(path).absolute().parent
+    while not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    free = shutil.disk_usage(directory).free
+    if free < needed + SPARE_BYTES:
+        mib = 1 << 20
+        raise ElmoDiskFullError(
+            path,
+            f"{free / mib:.1f} MiB free; the next write needs {needed / mib:.1f} MiB "
+            f"and {SPARE_BYTES // mib} MiB is kept spare",
         )
 
 

@@ -13,7 +13,6 @@ into OUTPUT, whose datasets equal a single process's byte for byte.
 import glob
 import json
 import os
-import shutil
 import sys
 import time
 import zipfile
@@ -27,7 +26,15 @@ import numpy
 from tqdm import tqdm
 
 from ..errors import EmbedInputError
-from ..file_safety import HDF5_READ_ERRORS, atomic_path, is_disk_full, one_line_reason, parse_json, write_json_atomic
+from ..file_safety import (
+    HDF5_READ_ERRORS,
+    atomic_path,
+    is_disk_full,
+    one_line_reason,
+    parse_json,
+    require_free_space,
+    write_json_atomic,
+)
 
 # torch is imported where a command runs, not here: `--help` stays fast.
 if TYPE_CHECKING:
@@ -41,10 +48,6 @@ MERGE_POLL_SECONDS = 2.0
 # Seconds process 0 waits for parts whose files do not change before it gives up
 # (their processes were never started, or died).
 MERGE_STALL_SECONDS = 600.0
-# Free bytes kept beyond what a write needs: room for HDF5's metadata, flushed at
-# checkpoints and at close (a write that fills the disk leaves h5py in a state that
-# can end in a segfault, so embed stops before it).
-SPARE_BYTES = 8 << 20
 
 
 @dataclass
@@ -172,7 +175,7 @@ def write_sentence_index(out: h5py.File, lines: Sequence[str]) -> None:
     if "sentence_to_index" in out:
         del out["sentence_to_index"]
     text = json.dumps({line.strip(): str(i) for i, line in enumerate(lines)})
-    require_space(Path(out.filename), len(text.encode("utf8")))
+    require_free_space(out.filename, len(text.encode("utf8")))
     index_dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
     index_dataset[0] = text
 
@@ -184,33 +187,23 @@ def _no_space(path: Path) -> str:
     )
 
 
-def require_space(path: Path, nbytes: int) -> None:
-    """Stop, with one line, before a write of ``nbytes`` would leave less than SPARE_BYTES free."""
-    free = shutil.disk_usage(path.parent).free
-    if free < nbytes + SPARE_BYTES:
-        mib = 1 << 20
-        raise EmbedInputError(
-            f"{_no_space(path)} ({free / mib:.1f} MiB free; the next write needs {nbytes / mib:.1f} MiB "
-            f"and embed keeps {SPARE_BYTES // mib} MiB spare)"
-        )
-
-
 @contextmanager
 def disk_full_as_one_line(path: Path) -> Iterator[None]:
-    """A full disk met anyway (another writer took the space) as one line, not h5py's
-    tracebacks: OSError ENOSPC, or h5py's RuntimeError/OSError quoting errno 28."""
+    """A full disk as one line, not h5py's tracebacks; a write that would fill it, refused
+    before it, says how much is free and needed."""
     try:
         yield
     except (OSError, RuntimeError) as err:
-        if not (is_disk_full(err) or "errno = 28" in str(err) or "No space left on device" in str(err)):
+        if not is_disk_full(err):
             raise
-        raise EmbedInputError(_no_space(path)) from err
+        detail = getattr(err, "detail", "")  # an ElmoDiskFullError's
+        raise EmbedInputError(_no_space(path) + (f" ({detail})" if detail else "")) from err
 
 
 def write_batch(out: h5py.File, batch: Sequence[int], vectors: Sequence[numpy.ndarray], layers: str) -> None:
     """One batch's datasets, once the disk has room for them."""
     arrays = [select_layers(array, layers).astype(numpy.float32) for array in vectors]
-    require_space(Path(out.filename), sum(a.nbytes for a in arrays) + 4096 * len(arrays))  # 4 KiB: headers
+    require_free_space(out.filename, sum(a.nbytes for a in arrays) + 4096 * len(arrays))  # 4 KiB: headers
     for index, array in zip(batch, arrays):
         out.create_dataset(str(index), data=array)
 
@@ -237,7 +230,7 @@ def embed_batches(
     )
     # The bar is closed however the run ends: an error then starts a line of its own.
     with bar, disk_full_as_one_line(partial):
-        require_space(partial, 0)
+        require_free_space(partial, 0)
         with h5py.File(partial, "a") as out:
             # Batches written after the last checkpoint are redone.
             for batch in plan.batches[done_batches:]:
@@ -370,7 +363,7 @@ def merge_parts(output_file: Path, lines: Sequence[str], run_id: Dict, world: in
                 source = next((s for s in sources if name in s), None)
                 if source is None:
                     raise EmbedInputError(f"line {index + 1} is in none of the parts {parts[0].name}..: rerun")
-                require_space(partial, source[name].nbytes + 4096)
+                require_free_space(partial, source[name].nbytes + 4096)
                 out.create_dataset(name, data=source[name][...])
             write_sentence_index(out, lines)
     finally:
