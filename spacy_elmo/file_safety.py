@@ -58,14 +58,41 @@ def require_writable_path(path: Union[str, Path], what: str) -> Path:
     path = Path(path)
     if path.is_dir():
         raise ElmoError(f"{what} {path} is a directory: give a file name")
+    _probe_writable(path.absolute(), what, path, ElmoError)
+    return path
+
+
+def require_new_dir(path: Union[str, Path], what: str, error: Type[ElmoError] = ElmoError) -> Path:
+    """Where ``atomic_dir`` may write the directory ``path``: the path itself, or the empty
+    directory a symlink names. Else one ``error`` naming ``what``, ``path`` and the problem: it
+    holds files or is a file, a dangling symlink, the current directory, under a file, or in a
+    place that cannot be written (read-only, forbidden). Made by a probe, as
+    ``require_writable_path`` checks a file's place."""
+    given = Path(path)
+    target = given.resolve()  # a symlink to a directory: fill the directory it names
+    if given.is_symlink() and not target.exists():
+        raise error(f"{what} {given} is a symlink to {os.readlink(given)}, which does not exist: give a new directory")
+    if target.exists() and not (target.is_dir() and not any(target.iterdir())):
+        raise error(f"{what} {given} exists and is not an empty directory: give a new one")
+    if target == Path.cwd() or target in Path.cwd().parents:
+        raise error(f"{what} {given} is the current directory (or holds it): give a new directory's name")
+    _probe_writable(target, what, given, error)
+    return target
+
+
+def _probe_writable(path: Path, what: str, given: Path, error: Type[ElmoError]) -> None:
+    """Whether something can be written beside the absolute ``path`` (its parents are made if
+    needed): by writing a probe file, which also catches read-only file systems."""
+    above = next(parent for parent in path.parents if parent.exists())
+    if not above.is_dir():
+        raise error(f"{what} {given} cannot be written: {above} is a file, not a directory")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         probe = path.with_name(f".{path.name}.probe{os.getpid()}")
         probe.touch()
         probe.unlink()
     except OSError as err:
-        raise ElmoError(f"{what} {path} cannot be written: {err.strerror or err}") from err
-    return path
+        raise error(f"{what} {given} cannot be written: {err.strerror or err}") from err
 
 
 def same_file(a: Union[str, Path], b: Union[str, Path]) -> bool:
@@ -226,6 +253,25 @@ def filled_the_disk(tmp: Path) -> bool:
         return tmp.exists() and shutil.disk_usage(tmp.parent).free < FILLED_DISK_BYTES
     except OSError:
         return False
+
+
+def hdf5_bytes(arrays: Iterable[Any]) -> int:
+    """About what writing ``arrays`` (anything with ``nbytes``) as HDF5 datasets takes: their
+    bytes and 4 KiB of headers each."""
+    return sum(array.nbytes + 4096 for array in arrays)
+
+
+@contextmanager
+def full_disk_as(path: Union[str, Path]) -> Iterator[None]:
+    """A full disk met in the block (the file system's ENOSPC, h5py's message quoting it, a
+    write refused before it) as one ``ElmoDiskFullError`` naming ``path`` (the output meant, not
+    a temporary), with how much was free and needed where that is known."""
+    try:
+        yield
+    except (OSError, RuntimeError) as err:
+        if not is_disk_full(err):
+            raise
+        raise ElmoDiskFullError(path, getattr(err, "detail", "")) from err
 
 
 def require_free_space(path: Union[str, Path], needed: int) -> None:

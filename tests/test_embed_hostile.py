@@ -273,17 +273,6 @@ def test_an_enospc_from_the_writer_is_one_line(files, monkeypatch):
     assert last.startswith(f"error: no space left on device for {embed_writer.partial_path(out)}: free some")
 
 
-@pytest.fixture
-def tiny_tmpfs(tmp_path):
-    """A 64 KiB tmpfs (root only), unmounted afterwards."""
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)]).returncode:
-        pytest.skip("needs root and tmpfs (the monkeypatched tests above cover the rest)")
-    yield mount
-    subprocess.run(["umount", str(mount)], check=True)
-
-
 def test_a_full_tmpfs_is_one_line_not_tracebacks_or_a_segfault(files, tiny_tmpfs):
     tmp, options, weights, text = files
     text.write_text("the quick brown fox jumps over the lazy dog again and again\n" * 300, encoding="utf8")

@@ -25,11 +25,12 @@ import h5py
 import numpy
 from tqdm import tqdm
 
-from ..errors import EmbedInputError
+from ..errors import ElmoDiskFullError, EmbedInputError
 from ..file_safety import (
     HDF5_READ_ERRORS,
     atomic_path,
-    is_disk_full,
+    full_disk_as,
+    hdf5_bytes,
     one_line_reason,
     parse_json,
     require_free_space,
@@ -192,18 +193,16 @@ def disk_full_as_one_line(path: Path) -> Iterator[None]:
     """A full disk as one line, not h5py's tracebacks; a write that would fill it, refused
     before it, says how much is free and needed."""
     try:
-        yield
-    except (OSError, RuntimeError) as err:
-        if not is_disk_full(err):
-            raise
-        detail = getattr(err, "detail", "")  # an ElmoDiskFullError's
-        raise EmbedInputError(_no_space(path) + (f" ({detail})" if detail else "")) from err
+        with full_disk_as(path):
+            yield
+    except ElmoDiskFullError as err:
+        raise EmbedInputError(_no_space(path) + (f" ({err.detail})" if err.detail else "")) from err
 
 
 def write_batch(out: h5py.File, batch: Sequence[int], vectors: Sequence[numpy.ndarray], layers: str) -> None:
     """One batch's datasets, once the disk has room for them."""
     arrays = [select_layers(array, layers).astype(numpy.float32) for array in vectors]
-    require_free_space(out.filename, sum(a.nbytes for a in arrays) + 4096 * len(arrays))  # 4 KiB: headers
+    require_free_space(out.filename, hdf5_bytes(arrays))
     for index, array in zip(batch, arrays):
         out.create_dataset(str(index), data=array)
 
@@ -363,7 +362,7 @@ def merge_parts(output_file: Path, lines: Sequence[str], run_id: Dict, world: in
                 source = next((s for s in sources if name in s), None)
                 if source is None:
                     raise EmbedInputError(f"line {index + 1} is in none of the parts {parts[0].name}..: rerun")
-                require_free_space(partial, source[name].nbytes + 4096)
+                require_free_space(partial, hdf5_bytes([source[name]]))
                 out.create_dataset(name, data=source[name][...])
             write_sentence_index(out, lines)
     finally:
