@@ -20,6 +20,7 @@ from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.cli import app, embed_writer
 from spacy_elmo.cli import embed as embed_module
 from spacy_elmo.cli.embed_writer import progress_path
+from spacy_elmo.file_safety import SPARE_BYTES
 
 from . import test_cli_embed
 from .conftest import crash_embed_on_batch, tiny_bilm
@@ -248,10 +249,10 @@ def test_a_disk_filling_up_stops_with_one_line_and_the_rerun_resumes(files, monk
     def filling(path):  # room for the first two batches only
         usage = real(path)
         writes.append(path)
-        free = embed_writer.SPARE_BYTES + (1 << 20 if len(writes) <= 3 else 100)  # the opening, 2 batches
+        free = SPARE_BYTES + (1 << 20 if len(writes) <= 3 else 100)  # the opening, 2 batches
         return usage._replace(free=free)
 
-    monkeypatch.setattr(embed_writer.shutil, "disk_usage", filling)
+    monkeypatch.setattr(shutil, "disk_usage", filling)
     out = tmp / "o.hdf5"
     result = run_embed(options, weights, text, out, "--batch-size", "2")
     assert result.exit_code == 1
@@ -259,7 +260,7 @@ def test_a_disk_filling_up_stops_with_one_line_and_the_rerun_resumes(files, monk
     assert line == result.output.strip().splitlines()[-1:]  # one line, after the progress bar
     assert line[0].startswith(f"error: no space left on device for {embed_writer.partial_path(out)}: free some")
     assert "it resumes from the last checkpoint (8.0 MiB free; the next write needs 0.0" in line[0]
-    assert line[0].endswith(" MiB and embed keeps 8 MiB spare)")
+    assert line[0].endswith(" MiB and 8 MiB is kept spare)")
     assert json.loads(progress_path(out).read_text())["done_batches"] == 2
     monkeypatch.undo()
     assert run_embed(options, weights, text, out, "--batch-size", "2").exit_code == 0
@@ -279,17 +280,6 @@ def test_an_enospc_from_the_writer_is_one_line(files, monkeypatch):
     assert result.exit_code == 1 and "Traceback" not in result.output
     last = result.output.strip().splitlines()[-1]  # one line, after the progress bar
     assert last.startswith(f"error: no space left on device for {embed_writer.partial_path(out)}: free some")
-
-
-@pytest.fixture
-def tiny_tmpfs(tmp_path):
-    """A 64 KiB tmpfs (root only), unmounted afterwards."""
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)]).returncode:
-        pytest.skip("needs root and tmpfs (the monkeypatched tests above cover the rest)")
-    yield mount
-    subprocess.run(["umount", str(mount)], check=True)
 
 
 def test_a_full_tmpfs_is_one_line_not_tracebacks_or_a_segfault(files, tiny_tmpfs):

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from ..errors import ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError
-from ..io import iter_utf8_lines, read_json, require_file
+from ..file_safety import iter_utf8_lines, read_json, require_file
 from .efml_configs import PACKAGED_CONFIGS, packaged_config
 from .options import ACTIVATIONS, ElmoOptions
 

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ElmoError, ElmoWeightsError
-from ..io import arrays_sha256
+from ..file_safety import arrays_sha256
 from .char_encoder import CharEncoder
 from .efml import EfmlFiles, EfmlNetwork, EfmlVocab, checked_vocab, read_efml_dir
 from .elmo_bilm import ElmoBiLM

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
-from ..io import arrays_sha256
+from ..file_safety import arrays_sha256
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
 from .efml import EFML_DIR_HINT, efml_dir_files, is_efml_dir

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import typer
 
 from ..errors import ElmoError, EmbedInputError
-from ..io import (
+from ..file_safety import (
     exclusive_lock,
     file_sha256,
     iter_utf8_lines,
@@ -243,11 +243,10 @@ def embed_file(
 @app.command("embed")
 def embed_command(
     input_file: Path = typer.Argument(
-        ..., metavar="INPUT_FILE", help="Text file, one sentence per line (UTF-8). Blank lines give empty datasets."
+        ..., help="Text file, one sentence per line (UTF-8). Blank lines give empty datasets."
     ),
     output_file: Path = typer.Argument(
         ...,
-        metavar="OUTPUT_FILE",
         help="HDF5 file to write: dataset 'i' per line i (its tokens in its 'tokens' attribute), plus 'sentence_to_index'.",
     ),
     options_file: Optional[Path] = typer.Option(

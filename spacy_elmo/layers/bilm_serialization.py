@@ -17,7 +17,7 @@ from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.efml_model import EfmlBiLM
 from ..bilm.weights import checked_array
 from ..errors import ElmoWeightsError
-from ..io import arrays_sha256
+from ..file_safety import arrays_sha256
 
 
 def serialize_bilm(bilm: Any) -> bytes:
