@@ -17,6 +17,7 @@ A directory holds ``config.json`` (its ``config_path`` names the network config)
 
 The ``.pkl`` files are pickles: they are loaded with ``weights_only=True`` and must
 hold a plain dict of tensors, so no code in them ever runs.
+Every size in the network config is bounded before anything is built from it.
 """
 
 import math
@@ -31,7 +32,8 @@ from torch import Tensor
 from ..errors import ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError
 from ..io import iter_utf8_lines, read_json, require_file
 from .efml_configs import PACKAGED_CONFIGS, packaged_config
-from .options import ACTIVATIONS, ElmoOptions
+from .options import ACTIVATIONS, MAX_FILTER_COUNT, MAX_FILTERS, MAX_SIZES, ElmoOptions
+from .weights import MAX_PARAMETERS
 
 CONFIG_NAME = "config.json"
 CHAR_DIC = "char.dic"
@@ -44,6 +46,8 @@ EFML_DIR_HINT = (
     f"an ELMoForManyLangs model directory holds {CONFIG_NAME}, {CHAR_DIC} and/or {WORD_DIC}, "
     f"{TOKEN_EMBEDDER_NAME} and {ENCODER_NAME}"
 )
+# word_dim has no bilm-tf counterpart in MAX_SIZES; bounded as projection_dim is (released: 100).
+MAX_WORD_DIM = MAX_SIZES["projection_dim"]
 # Token rows kept by a vocabulary's lookup cache before it starts afresh.
 ROW_CACHE_SIZE = 200_000
 Shape = Tuple[int, ...]
@@ -86,11 +90,15 @@ class EfmlNetwork:
 
         enc, tok = section("encoder", "elmo"), section("token_embedder", "cnn")
 
-        def number(part: Dict[str, Any], where: str, key: str, low: int, kind: type = int) -> Any:
+        def number(part: Dict[str, Any], where: str, key: str, low: int, high: float, kind: type = int) -> Any:
             value: Any = part.get(key)
             ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
             if not ok or not math.isfinite(value) or value < low:
                 raise ElmoOptionsError(f"{source}: {where}.{key} must be a number >= {low}, got {value!r}")
+            if value > high:
+                raise ElmoOptionsError(
+                    f"{source}: {where}.{key} is {value!r}, above the sane bound {high} (a damaged file?)"
+                )
             return kind(value)
 
         activation = tok.get("activation")
@@ -98,23 +106,22 @@ class EfmlNetwork:
             raise ElmoOptionsError(
                 f"{source}: token_embedder.activation must be one of {ACTIVATIONS}, got {activation!r}"
             )
-        filters = tok.get("filters")
-        if not isinstance(filters, list) or not all(_is_pair(f) for f in filters):
-            raise ElmoOptionsError(
-                f"{source}: token_embedder.filters must be [width, n_filters] pairs, got {filters!r}"
-            )
         network = cls(
-            projection_dim=number(enc, "encoder", "projection_dim", 1),
-            lstm_dim=number(enc, "encoder", "dim", 1),
-            n_layers=number(enc, "encoder", "n_layers", 1),
-            cell_clip=number(enc, "encoder", "cell_clip", 0, float),
-            proj_clip=number(enc, "encoder", "proj_clip", 0, float),
+            # Every size is bounded here, before anything is built from it (issue 68: a billion
+            # highway layers made the expected parameter names run for minutes).
+            projection_dim=number(enc, "encoder", "projection_dim", 1, MAX_SIZES["projection_dim"]),
+            lstm_dim=number(enc, "encoder", "dim", 1, MAX_SIZES["lstm_dim"]),
+            n_layers=number(enc, "encoder", "n_layers", 1, MAX_SIZES["n_layers"]),
+            cell_clip=number(enc, "encoder", "cell_clip", 0, math.inf, float),
+            proj_clip=number(enc, "encoder", "proj_clip", 0, math.inf, float),
             activation=activation,
-            filters=[(int(w), int(n)) for w, n in filters],
-            n_highway=number(tok, "token_embedder", "n_highway", 0),
-            word_dim=number(tok, "token_embedder", "word_dim", 0),
-            char_dim=number(tok, "token_embedder", "char_dim", 0),
-            max_chars=number(tok, "token_embedder", "max_characters_per_token", 1),
+            filters=_filters(tok.get("filters"), source),
+            n_highway=number(tok, "token_embedder", "n_highway", 0, MAX_SIZES["n_highway"]),
+            word_dim=number(tok, "token_embedder", "word_dim", 0, MAX_WORD_DIM),
+            char_dim=number(tok, "token_embedder", "char_dim", 0, MAX_SIZES["char_dim"]),
+            max_chars=number(
+                tok, "token_embedder", "max_characters_per_token", 1, MAX_SIZES["max_characters_per_token"]
+            ),
             source=source,
         )
         network.check()
@@ -135,6 +142,17 @@ class EfmlNetwork:
                     f"{self.source}: token_embedder.max_characters_per_token is {self.max_chars}; "
                     f"the sentence markers and filters need at least {needed}"
                 )
+        # Sizes within their bounds can still multiply out to more than a machine holds; a
+        # saved pipeline builds the network before its weights are read. The embeddings'
+        # rows come from the dictionaries (0 here), bounded by their files.
+        shapes = {**token_embedder_shapes(self, 0, 0), **encoder_shapes(self)}
+        count = sum(math.prod(shape) for shape, _ in shapes.values())
+        if count > MAX_PARAMETERS:
+            raise ElmoOptionsError(
+                f"{self.source}: these sizes (encoder.dim {self.lstm_dim}, encoder.projection_dim "
+                f"{self.projection_dim}, encoder.n_layers {self.n_layers}, ...) make {count:,} weights, "
+                f"above the sane bound {MAX_PARAMETERS:,}"
+            )
 
     def to_dict(self) -> Dict[str, Any]:
         """The network config in EFML's layout (``from_dict`` reads it back)."""
@@ -180,6 +198,23 @@ class EfmlNetwork:
             max_characters_per_token=max(self.max_chars, 3),
             source=self.source,
         )
+
+
+def _filters(filters: Any, source: str) -> List[Tuple[int, int]]:
+    """``token_embedder.filters``, checked and bounded as options.json's are."""
+    key = f"{source}: token_embedder.filters"
+    if not isinstance(filters, list) or not all(_is_pair(f) for f in filters):
+        raise ElmoOptionsError(f"{key} must be [width, n_filters] pairs, got {repr(filters)[:100]}")
+    if len(filters) > MAX_FILTERS:
+        raise ElmoOptionsError(
+            f"{key} lists {len(filters)} pairs, above the sane bound {MAX_FILTERS} (a damaged file?)"
+        )
+    for width, number in filters:
+        if number > MAX_FILTER_COUNT:
+            raise ElmoOptionsError(
+                f"{key} has {number} filters of width {width}, above the sane bound {MAX_FILTER_COUNT} (a damaged file?)"
+            )
+    return [(int(w), int(n)) for w, n in filters]
 
 
 def _is_pair(value: Any) -> bool:

@@ -1,0 +1,84 @@
+"""ELMoForManyLangs directories built to break the reader (issue 68): sizes that would run
+for minutes, damaged tensor bytes, ids int() cannot read, tensors that are not dense
+CPU floats. Each is a one-line error naming the file and what in it is wrong."""
+
+import json
+import time
+
+import pytest
+
+pytest.importorskip("elmoformanylangs")  # make_efml_dir builds models with EFML's classes
+
+from spacy_elmo.bilm import ElmoBiLM  # noqa: E402
+from spacy_elmo.bilm.efml_configs import packaged_config  # noqa: E402
+from spacy_elmo.bilm.efml_model import EfmlBiLM  # noqa: E402
+from spacy_elmo.errors import ElmoOptionsError  # noqa: E402
+
+from .efml_models import make_efml_dir  # noqa: E402
+
+HUGE = 10**9
+RELEASED_SHAPES = packaged_config("cnn_50_100_512_4096_sample.json")
+
+
+def _one_line(err: pytest.ExceptionInfo) -> str:
+    message = str(err.value)
+    assert "\n" not in message and len(message) < 400, message
+    return message
+
+
+@pytest.mark.parametrize(
+    "field,value,named",
+    [
+        ("encoder.projection_dim", HUGE, "encoder.projection_dim"),
+        ("encoder.dim", HUGE, "encoder.dim"),
+        ("encoder.n_layers", HUGE, "encoder.n_layers"),
+        ("token_embedder.n_highway", HUGE, "token_embedder.n_highway"),
+        ("token_embedder.word_dim", HUGE, "token_embedder.word_dim"),
+        ("token_embedder.char_dim", HUGE, "token_embedder.char_dim"),
+        ("token_embedder.max_characters_per_token", HUGE, "token_embedder.max_characters_per_token"),
+        ("token_embedder.filters", [[1, HUGE]], "token_embedder.filters"),
+        ("token_embedder.filters", [[1, 2]] * 1000, "token_embedder.filters"),
+    ],
+)
+def test_a_size_above_its_bound_fails_fast_naming_the_file_and_field(tmp_path, field, value, named):
+    model_dir = make_efml_dir(tmp_path / "m", 31, scale=0.4)
+    config = model_dir / "network.json"
+    network = json.loads(config.read_text())
+    section, name = field.split(".")
+    network[section][name] = value
+    config.write_text(json.dumps(network))
+    start = time.perf_counter()
+    with pytest.raises(ElmoOptionsError) as err:
+        ElmoBiLM.from_efml(model_dir)
+    took = time.perf_counter() - start
+    message = _one_line(err)
+    assert message.startswith(f"{config}: {named} ") and "above the sane bound" in message
+    assert took < 1.0, f"{took:.2f} s before the error"
+
+
+LARGE_BUT_IN_BOUNDS = {"encoder.dim": 65536, "encoder.projection_dim": 16384, "encoder.n_layers": 64}
+
+
+def test_sizes_in_bounds_that_make_too_many_weights_fail_fast(tmp_path):
+    model_dir = make_efml_dir(tmp_path / "m", 38, scale=0.4)
+    config = model_dir / "network.json"
+    network = json.loads(config.read_text())
+    for field, value in LARGE_BUT_IN_BOUNDS.items():
+        section, name = field.split(".")
+        network[section][name] = value
+    config.write_text(json.dumps(network))
+    with pytest.raises(ElmoOptionsError) as err:
+        ElmoBiLM.from_efml(model_dir)
+    message = _one_line(err)
+    assert message.startswith(f"{config}: these sizes (encoder.dim 65536, encoder.projection_dim 16384, ")
+    assert "above the sane bound 1,000,000,000" in message
+
+
+def test_a_saved_biLM_whose_settings_make_too_many_weights_is_refused_before_building_it():
+    """A saved pipeline builds the network from its settings before reading the weights."""
+    network = json.loads(json.dumps(RELEASED_SHAPES))
+    for field, value in LARGE_BUT_IN_BOUNDS.items():
+        section, name = field.split(".")
+        network[section][name] = value
+    with pytest.raises(ElmoOptionsError, match=r"^the saved biLM: these sizes .* above the sane bound"):
+        EfmlBiLM.from_saved_spec({"network": network, "chars": {}, "words": {}}, "the saved biLM")
