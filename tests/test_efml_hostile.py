@@ -6,13 +6,14 @@ import json
 import time
 
 import pytest
+import torch
 
 pytest.importorskip("elmoformanylangs")  # make_efml_dir builds models with EFML's classes
 
 from spacy_elmo.bilm import ElmoBiLM  # noqa: E402
 from spacy_elmo.bilm.efml_configs import packaged_config  # noqa: E402
 from spacy_elmo.bilm.efml_model import EfmlBiLM  # noqa: E402
-from spacy_elmo.errors import ElmoOptionsError  # noqa: E402
+from spacy_elmo.errors import ElmoOptionsError, ElmoWeightsError  # noqa: E402
 
 from .efml_models import make_efml_dir  # noqa: E402
 
@@ -82,3 +83,54 @@ def test_a_saved_biLM_whose_settings_make_too_many_weights_is_refused_before_bui
         network[section][name] = value
     with pytest.raises(ElmoOptionsError, match=r"^the saved biLM: these sizes .* above the sane bound"):
         EfmlBiLM.from_saved_spec({"network": network, "chars": {}, "words": {}}, "the saved biLM")
+
+
+@pytest.mark.parametrize("name", ["word.dic", "char.dic"])
+@pytest.mark.parametrize("bad_id", ["\u00b2", "9" * 5000])  # isdigit() but not int(); more digits than int() reads
+def test_a_dictionary_id_int_cannot_read_is_one_line_naming_the_file_and_line(tmp_path, name, bad_id):
+    model_dir = make_efml_dir(tmp_path / "m", 35, scale=0.4, **{"token_embedder.word_dim": 3})
+    path = model_dir / name
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[2] = lines[2].split("\t")[0] + "\t" + bad_id
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ElmoWeightsError) as err:
+        ElmoBiLM.from_efml(model_dir)
+    assert _one_line(err).startswith(f"{path}, line 3: expected 'token<TAB>id' with an integer id")
+
+
+def test_unicode_decimal_ids_are_read_as_efmls_int_reads_them(tmp_path):
+    model_dir = make_efml_dir(tmp_path / "m", 36, scale=0.4, **{"token_embedder.word_dim": 3})
+    path = model_dir / "word.dic"
+    expected = ElmoBiLM.from_efml(model_dir).embed_batch([["the", "cat"]])[0]
+    arabic = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")
+    path.write_text(path.read_text(encoding="utf-8").translate(arabic), encoding="utf-8")
+    assert (ElmoBiLM.from_efml(model_dir).embed_batch([["the", "cat"]])[0] == expected).all()
+
+
+def _sparse(tensor):
+    return tensor.to_sparse()
+
+
+def _meta(tensor):
+    return torch.empty(tensor.shape, device="meta")
+
+
+def _sparse_csr(tensor):
+    return tensor.to_sparse_csr()
+
+
+@pytest.mark.parametrize("kind,make", [("sparse", _sparse), ("sparse", _sparse_csr), ("meta", _meta)])
+@pytest.mark.parametrize(
+    "name,key",
+    [("encoder.pkl", "backward_layer_0.state_linearity.weight"), ("token_embedder.pkl", "projection.weight")],
+)
+def test_a_tensor_that_is_not_dense_cpu_data_is_named(tmp_path, kind, make, name, key):
+    model_dir = make_efml_dir(tmp_path / "m", 37, scale=0.4)
+    path = model_dir / name
+    state = torch.load(path, weights_only=True)
+    state[key] = make(state[key])
+    torch.save(state, path)
+    with pytest.raises(ElmoWeightsError) as err:
+        ElmoBiLM.from_efml(model_dir)
+    message = _one_line(err)
+    assert message.startswith(f"{path}: entry '{key}' is a {kind} tensor"), message

@@ -16,7 +16,7 @@ A directory holds ``config.json`` (its ``config_path`` names the network config)
   characters and words are ``<oov>``; the char CNN runs over the whole padded width.
 
 The ``.pkl`` files are pickles: they are loaded with ``weights_only=True`` and must
-hold a plain dict of tensors, so no code in them ever runs.
+hold a plain dict of dense CPU tensors, so no code in them ever runs.
 Every size in the network config is bounded before anything is built from it.
 """
 
@@ -257,9 +257,12 @@ def read_dictionary(path: Path) -> Dict[str, int]:
             continue  # a blank line (EFML itself would fail on it)
         if len(fields) == 1:
             fields.insert(0, FULL_WIDTH_SPACE)
-        if len(fields) != 2 or not fields[1].isdigit():
-            raise ElmoWeightsError(f"{path}, line {number}: expected 'token<TAB>id' with an integer id, got {line!r}")
-        token, index = fields[0], int(fields[1])
+        index = _dictionary_id(fields[1]) if len(fields) == 2 else None
+        if index is None:
+            raise ElmoWeightsError(
+                f"{path}, line {number}: expected 'token<TAB>id' with an integer id, got {_shown(line)}"
+            )
+        token = fields[0]
         if index in owner and owner[index][0] != token:
             first, first_line = owner[index]
             raise ElmoWeightsError(
@@ -269,6 +272,33 @@ def read_dictionary(path: Path) -> Dict[str, int]:
         owner[index] = (token, number)
         lexicon[token] = index
     return lexicon
+
+
+def _dictionary_id(text: str) -> Optional[int]:
+    """An id as EFML's ``int()`` reads it, or None: ``isdecimal`` (not ``isdigit``, which
+    "²" passes) and no more digits than ``int()`` converts."""
+    if not text.isdecimal():
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """``repr(text)``, cut so that a damaged file's line keeps the message to one short line."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def _not_dense(tensor: Tensor) -> Optional[str]:
+    """What keeps ``tensor`` from being a dense tensor of CPU data, or None."""
+    if tensor.is_meta:
+        return "meta"  # a shape without data
+    if tensor.layout is not torch.strided:
+        return "sparse" if str(tensor.layout).startswith("torch.sparse") else str(tensor.layout)
+    if tensor.device.type != "cpu":
+        return tensor.device.type
+    return None
 
 
 def read_state_dict(path: Path) -> Dict[str, Tensor]:
@@ -288,6 +318,11 @@ def read_state_dict(path: Path) -> Dict[str, Tensor]:
         if not isinstance(key, str) or not isinstance(value, Tensor):
             raise ElmoWeightsError(
                 f"{path}: entry {key!r} is a {type(value).__name__}, not a tensor: not a plain state dict"
+            )
+        kind = _not_dense(value)
+        if kind is not None:
+            raise ElmoWeightsError(
+                f"{path}: entry {key!r} is a {kind} tensor, not a dense tensor of CPU data: not a plain state dict"
             )
     return state
 
