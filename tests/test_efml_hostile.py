@@ -3,7 +3,9 @@ for minutes, damaged tensor bytes, ids int() cannot read, tensors that are not d
 CPU floats. Each is a one-line error naming the file and what in it is wrong."""
 
 import json
+import struct
 import time
+import zipfile
 
 import pytest
 import torch
@@ -11,6 +13,7 @@ import torch
 pytest.importorskip("elmoformanylangs")  # make_efml_dir builds models with EFML's classes
 
 from spacy_elmo.bilm import ElmoBiLM  # noqa: E402
+from spacy_elmo.bilm.efml import read_state_dict  # noqa: E402
 from spacy_elmo.bilm.efml_configs import packaged_config  # noqa: E402
 from spacy_elmo.bilm.efml_model import EfmlBiLM  # noqa: E402
 from spacy_elmo.errors import ElmoOptionsError, ElmoWeightsError  # noqa: E402
@@ -83,6 +86,72 @@ def test_a_saved_biLM_whose_settings_make_too_many_weights_is_refused_before_bui
         network[section][name] = value
     with pytest.raises(ElmoOptionsError, match=r"^the saved biLM: these sizes .* above the sane bound"):
         EfmlBiLM.from_saved_spec({"network": network, "chars": {}, "words": {}}, "the saved biLM")
+
+
+def _member_data(path, member_suffix):
+    """(name, first byte, length) of the zip member whose name ends with ``member_suffix``."""
+    with zipfile.ZipFile(path) as archive:
+        info = next(i for i in archive.infolist() if i.filename.endswith(member_suffix))
+    assert info.compress_type == zipfile.ZIP_STORED  # as torch.save writes every member
+    header = path.read_bytes()[info.header_offset : info.header_offset + 30]
+    name_length, extra_length = struct.unpack("<HH", header[26:30])  # the local header's last two fields
+    return info.filename, info.header_offset + 30 + name_length + extra_length, info.file_size
+
+
+def _flip(path, position, original):
+    damaged = bytearray(original)
+    damaged[position] ^= 0xFF
+    path.write_bytes(bytes(damaged))
+
+
+def test_a_flipped_byte_in_a_tensor_member_is_named(tmp_path):
+    model_dir = make_efml_dir(tmp_path / "m", 32, scale=0.4)
+    path = model_dir / "encoder.pkl"
+    name, start, size = _member_data(path, "/data/0")
+    _flip(path, start + size // 2, path.read_bytes())
+    with pytest.raises(ElmoWeightsError) as err:
+        ElmoBiLM.from_efml(model_dir)
+    message = _one_line(err)
+    assert message.startswith(f"{path}: member '{name}' fails its CRC-32 check"), message
+
+
+def test_no_flipped_byte_of_the_tensor_data_loads_silently(tmp_path):
+    """Every byte of every tensor's data, flipped in turn: always refused, naming that member."""
+    sizes = {"encoder.n_layers": 1, "encoder.projection_dim": 2, "encoder.dim": 2}
+    model_dir = make_efml_dir(tmp_path / "m", 33, scale=0.4, **sizes)
+    path = model_dir / "encoder.pkl"
+    original = path.read_bytes()
+    with zipfile.ZipFile(path) as archive:
+        members = [i.filename.split("/", 1)[1] for i in archive.infolist() if "/data/" in i.filename]
+    assert len(members) == 8  # 4 tensors a direction
+    tried = 0
+    for suffix in members:
+        name, start, size = _member_data(path, suffix)
+        for position in range(start, start + size):
+            _flip(path, position, original)
+            with pytest.raises(ElmoWeightsError, match=f"member '{name}' fails its CRC-32 check"):
+                read_state_dict(path)
+            tried += 1
+    path.write_bytes(original)
+    assert tried == 4 * 2 * (8 * 2 + 8 * 2 + 8 + 2 * 2) and read_state_dict(path).keys()
+
+
+def test_a_file_saved_without_crcs_still_loads(tmp_path):
+    """torch.save can be told not to compute CRC-32s; it then writes 0 for every member."""
+    if not hasattr(torch.serialization, "set_crc32_options"):
+        pytest.skip("this torch always writes CRC-32s")
+    model_dir = make_efml_dir(tmp_path / "m", 34, scale=0.4)
+    path = model_dir / "encoder.pkl"
+    state = torch.load(path, weights_only=True)
+    torch.serialization.set_crc32_options(False)
+    try:
+        torch.save(state, path)
+    finally:
+        torch.serialization.set_crc32_options(True)
+    with zipfile.ZipFile(path) as archive:
+        assert {i.CRC for i in archive.infolist()} == {0}
+    loaded = read_state_dict(path)
+    assert all(torch.equal(loaded[k], v) for k, v in state.items()) and loaded.keys() == state.keys()
 
 
 @pytest.mark.parametrize("name", ["word.dic", "char.dic"])

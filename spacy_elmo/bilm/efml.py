@@ -16,11 +16,14 @@ A directory holds ``config.json`` (its ``config_path`` names the network config)
   characters and words are ``<oov>``; the char CNN runs over the whole padded width.
 
 The ``.pkl`` files are pickles: they are loaded with ``weights_only=True`` and must
-hold a plain dict of dense CPU tensors, so no code in them ever runs.
+hold a plain dict of dense CPU tensors, so no code in them ever runs; in torch's zip
+format each member is first read through its CRC-32, which ``torch.load`` skips.
 Every size in the network config is bounded before anything is built from it.
 """
 
 import math
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -30,7 +33,7 @@ import torch
 from torch import Tensor
 
 from ..errors import ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError
-from ..io import iter_utf8_lines, read_json, require_file
+from ..io import iter_utf8_lines, one_line_reason, read_json, require_file
 from .efml_configs import PACKAGED_CONFIGS, packaged_config
 from .options import ACTIVATIONS, MAX_FILTER_COUNT, MAX_FILTERS, MAX_SIZES, ElmoOptions
 from .weights import MAX_PARAMETERS
@@ -290,6 +293,71 @@ def _shown(text: str, limit: int = 80) -> str:
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
+def check_zip_members(path: Path) -> None:
+    """Reads every member of a torch zip file (torch.save's format since 1.6) through its
+    CRC-32, which ``torch.load`` does not check: a flipped byte in a tensor's data would
+    load as another value. Older files are bare pickles without checksums; a file saved
+    with torch's CRC-32s turned off records 0 for every member, so neither is checked."""
+    with path.open("rb") as f:
+        if f.read(4) != b"PK\x03\x04":
+            return
+    try:
+        archive = zipfile.ZipFile(path)
+    except ZIP_READ_ERRORS as err:
+        raise ElmoWeightsError(
+            f"{path}: cannot be read as a torch zip file ({one_line_reason(err)[:200]}): a truncated or damaged file"
+        ) from err
+    with archive:
+        members = archive.infolist()
+        for member in members:
+            # torch's reader takes a member marked as a directory for an empty one, whatever
+            # its CRC-32 says (a flipped attribute byte loaded another tensor's values).
+            if member.is_dir() or member.external_attr & DOS_DIRECTORY:
+                raise ElmoWeightsError(
+                    f"{path}: member {member.filename!r} is marked as a directory, which torch.save never "
+                    "writes: the file is damaged"
+                )
+        if any(member.CRC for member in members):
+            for member in members:
+                _check_zip_member(archive, member, path)
+
+
+# What zipfile raises for a damaged archive or member (ValueError: a name that is not
+# UTF-8, an offset out of range; zlib.error: damaged compressed data).
+ZIP_READ_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    OSError,
+    NotImplementedError,
+    ValueError,
+    zlib.error,
+)
+DOS_DIRECTORY = 0x10  # the MS-DOS directory bit of a zip member's external attributes
+
+
+def _check_zip_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, path: Path) -> None:
+    try:
+        data = archive.open(member)
+    except (*ZIP_READ_ERRORS, RuntimeError) as err:  # RuntimeError: an encrypted member
+        raise ElmoWeightsError(
+            f"{path}: member {member.filename!r} has a damaged header ({one_line_reason(err)[:200]}): the file is damaged"
+        ) from err
+    with data:
+        try:
+            while data.read(1 << 20):
+                pass
+        except zipfile.BadZipFile as err:  # zipfile's only error once a member is open: its CRC-32
+            raise ElmoWeightsError(
+                f"{path}: member {member.filename!r} fails its CRC-32 check: the file is damaged; copy it again"
+            ) from err
+        except ZIP_READ_ERRORS as err:
+            raise ElmoWeightsError(
+                f"{path}: member {member.filename!r} cannot be read ({one_line_reason(err)[:200]}): "
+                "a truncated or damaged file"
+            ) from err
+
+
 def _not_dense(tensor: Tensor) -> Optional[str]:
     """What keeps ``tensor`` from being a dense tensor of CPU data, or None."""
     if tensor.is_meta:
@@ -302,8 +370,10 @@ def _not_dense(tensor: Tensor) -> Optional[str]:
 
 
 def read_state_dict(path: Path) -> Dict[str, Tensor]:
-    """A ``.pkl`` state dict, unpickled with ``weights_only=True`` (plain tensors only)."""
+    """A ``.pkl`` state dict, unpickled with ``weights_only=True`` (plain tensors only),
+    its zip members' CRC-32s checked first."""
     require_file(path, "ELMoForManyLangs weights file", hint=f" ({EFML_DIR_HINT})")
+    check_zip_members(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises RuntimeError, EOFError, UnpicklingError, ...
