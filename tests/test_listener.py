@@ -389,7 +389,9 @@ def test_replace_listeners(weight_files, tmp_path, concat, path):
 
 def test_listener_width_conflict_is_explained(weight_files):
     nlp = make_nlp(weight_files, ner_listener=listener(width=32))
-    with pytest.raises(ElmoError, match="listener was configured for width 32, but the biLM gives 16"):
+    with pytest.raises(
+        ElmoError, match="listener of 'ner' was configured for width 32 .* component 'elmo' gives width 16"
+    ):
         nlp.initialize(lambda: examples(nlp))
 
 
@@ -635,3 +637,22 @@ def test_a_listener_of_any_upstream_reads_the_last_elmo_before_it_and_leaves_not
     both = list(nlp.get_pipe("elmo2").pipe(nlp.get_pipe("elmo").pipe([nlp.make_doc(TEST_TEXTS[0])])))
     tok2vec = ner.model.get_ref("tok2vec")
     numpy.testing.assert_allclose(tok2vec.predict(both)[0], tok2vec.predict(alone)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_two_elmo_components_of_different_widths_under_one_any_upstream_listener_are_named(weight_files, tmp_path):
+    """upstream "*" links the listener to both elmo components: the second one's width used to be
+    blamed on the listener's own width setting, which was null."""
+    options24, weights24 = tmp_path / "options24.json", tmp_path / "weights24.hdf5"
+    tiny_bilm(seed=42, projection_dim=12).to_files(options24, weights24)
+    nlp = make_nlp(weight_files)  # elmo (width 16) and ner, whose listener has upstream "*"
+    nlp.add_pipe(
+        "elmo", name="elmo24", config={"options_file": str(options24), "weight_file": str(weights24)}, after="elmo"
+    )
+    with pytest.raises(ElmoError) as info:
+        nlp.initialize(lambda: examples(nlp))
+    message = str(info.value)
+    assert (
+        "'ner'" in message and "'elmo' (width 16, 3 layers)" in message and "'elmo24' (width 24, 3 layers)" in message
+    )
+    assert 'upstream "*"' in message and "set the listener's upstream to one of these names" in message
+    assert "to null" not in message and "\n" not in message

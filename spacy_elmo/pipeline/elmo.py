@@ -202,7 +202,7 @@ class ElmoComponent(TrainablePipe):
             self.listener_map[component_name].append(listener)
         name_listener(listener, component_name, self.name)
         if self.has_weights:
-            set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"))
+            set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"), self.name)
 
     def remove_listener(self, listener: Model, component_name: str) -> bool:
         if listener in self.listener_map.get(component_name, []):
@@ -307,7 +307,7 @@ class ElmoComponent(TrainablePipe):
     def _set_weights(self, bilm: Any) -> None:
         set_bilm(self.model, bilm)
         for listener in self.listeners:
-            set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"))
+            set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"), self.name)
         self._check_token_mix()
 
     def _check_token_mix(self) -> None:
