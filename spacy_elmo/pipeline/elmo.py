@@ -46,6 +46,7 @@ from ..layers.bilm_layer import (
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
 from ..loaders import check_weight_pairing, check_weight_source, default_bilm_dir, load_bilm
 from ..spacy_frames import building_from_config
+from .cache_progress import CacheFillProgress
 from .extensions import add_vector_hooks, install_extensions
 from .saved import check_saved_component
 
@@ -192,6 +193,7 @@ class ElmoComponent(TrainablePipe):
         self._weight_source = {"options_file": options_file, "weight_file": weight_file, "bilm_dir": bilm_dir}
         self.listener_map: Dict[str, List[Model]] = {}
         self._reduction_made: Optional[Tuple[Tuple, _Reduction]] = None
+        self._cache_fill = CacheFillProgress(name)
         set_cache_size(model, cache_size_mb)
         set_precision(model, precision, "elmo precision")
         install_extensions()
@@ -458,7 +460,8 @@ class ElmoComponent(TrainablePipe):
             return losses
         batch = batch_id(docs)
         if not self.trains_bilm:
-            layers = self.model.predict(docs)  # frozen: cached, no gradients, no optimizer step
+            with self._cache_fill.watch(self.model.attrs["cache"], len(docs)):
+                layers = self.model.predict(docs)  # frozen: cached, no gradients, no optimizer step
             for listener in listeners:
                 receive(listener, batch, layers, _ignore_gradient)
             return losses
