@@ -14,9 +14,9 @@ from spacy.util import registry
 
 from .bilm import ElmoBiLM
 from .errors import ElmoError, ElmoNoWeightsError
+from .file_safety import require_file
 from .formats.bilm_dir import WEIGHTS_NAME, check_bilm_dir
 from .formats.bilm_tf import BILM_DIR_HINT
-from .io import require_file
 
 PathLike = Union[str, Path]
 # The English biLM that ships with the package (built by the project's `all` workflow).

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..errors import ElmoError, ElmoInputError
-from ..formats.bilm_dir import OPTIONS_NAME, WEIGHTS_NAME, check_bilm_dir, holds_efml
+from ..formats.bilm_dir import EFML_FORMAT, OPTIONS_NAME, WEIGHTS_NAME, bilm_dir_files, bilm_dir_format, check_bilm_dir
 from ..formats.bilm_tf import write_weights
 from ..formats.efml import read_efml_dir
 from .char_encoder import CharEncoder
@@ -97,9 +97,10 @@ class ElmoBiLM(nn.Module):
         path = Path(path)
         check_precision(precision, device=device)  # an impossible precision is named before any file
         check_bilm_dir(path)
-        if holds_efml(path):
+        if bilm_dir_format(path) == EFML_FORMAT:
             return cls._read_efml(path)._placed(device, precision)
-        return cls._read_files(path / OPTIONS_NAME, path / WEIGHTS_NAME)._placed(device, precision)
+        files = bilm_dir_files(path)  # what is read: a writer's guard reads the same list
+        return cls._read_files(files[OPTIONS_NAME], files[WEIGHTS_NAME])._placed(device, precision)
 
     @classmethod
     def from_efml(

@@ -7,26 +7,21 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
 from ..errors import ElmoOptionsError
-from ..formats.bilm_tf import ACTIVATIONS, check_options_depth, read_options_file, write_options_file
+from ..formats.bilm_tf import (
+    ACTIVATIONS,
+    MAX_FILTER_COUNT,
+    MAX_FILTERS,
+    MAX_SIZES,
+    check_options_depth,
+    read_options_file,
+    write_options_file,
+)
 from .char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 
 # Training files say 261 (no padding row), inference files 262; both describe
 # the same 261-row char_embed dataset.
 ACCEPTED_N_CHARACTERS = (N_CHARACTERS - 1, N_CHARACTERS)
 _PUBLISHED_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]]
-# Sanity bounds, checked before anything is allocated: far above any published
-# biLM (the largest has lstm.dim 4096, projection_dim 512, 2 layers), far below
-# what would exhaust memory or run for minutes before failing.
-MAX_SIZES = {
-    "char_dim": 4096,
-    "projection_dim": 16384,
-    "lstm_dim": 65536,
-    "n_layers": 64,
-    "n_highway": 64,
-    "max_characters_per_token": 1024,
-}
-MAX_FILTERS = 64  # [width, n_filters] pairs
-MAX_FILTER_COUNT = 65536  # n_filters of one pair
 
 
 _REQUIRED = object()  # in options.json: no default, the file must give it

@@ -12,15 +12,11 @@ import numpy
 import torch
 
 from ..errors import ElmoOptionsError
-from ..formats.bilm_tf import Shape, WeightsLayout, read_datasets
+from ..formats.bilm_tf import MAX_PARAMETERS, Shape, WeightsLayout, read_datasets
 from .char_ids import N_CHARACTERS
 from .options import ElmoOptions
 
 _key = ElmoOptions.json_key  # options.json's names, as error messages spell them
-
-# Ten times the largest published biLM's 93.6 million (4 GB in float32): larger
-# options come from a damaged or mistyped file.
-MAX_PARAMETERS = 1_000_000_000
 
 
 def host_array(tensor: torch.Tensor, copy: bool = True) -> numpy.ndarray:

@@ -2,9 +2,10 @@
 or else an ELMoForManyLangs model directory."""
 
 from pathlib import Path
+from typing import Dict
 
 from ..errors import ElmoFileNotFoundError
-from .efml import EFML_DIR_HINT, is_efml_dir
+from .efml import EFML_DIR_HINT, efml_dir_files, is_efml_dir
 
 # File names inside a biLM directory (what `pretrain` writes).
 OPTIONS_NAME = "options.json"
@@ -23,6 +24,19 @@ def check_bilm_dir(path: Path, what: str = "biLM directory") -> None:
         )
 
 
-def holds_efml(path: Path) -> bool:
-    """Whether a checked biLM directory holds an ELMoForManyLangs model (no weights.hdf5)."""
-    return not (path / WEIGHTS_NAME).is_file() and is_efml_dir(path)
+# The formats a biLM directory can hold.
+BILM_TF_FORMAT = "bilm-tf"
+EFML_FORMAT = "ELMoForManyLangs"
+
+
+def bilm_dir_format(path: Path) -> str:
+    """How ``ElmoBiLM.from_dir`` reads ``path``: bilm-tf's two files, else (without
+    weights.hdf5) an ELMoForManyLangs directory."""
+    return EFML_FORMAT if not (path / WEIGHTS_NAME).is_file() and is_efml_dir(path) else BILM_TF_FORMAT
+
+
+def bilm_dir_files(path: Path) -> Dict[str, Path]:
+    """The files ``ElmoBiLM.from_dir`` reads from ``path``, by name: what a writer must not replace."""
+    if bilm_dir_format(path) == EFML_FORMAT:
+        return efml_dir_files(path)
+    return {OPTIONS_NAME: path / OPTIONS_NAME, WEIGHTS_NAME: path / WEIGHTS_NAME}

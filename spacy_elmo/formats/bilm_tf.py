@@ -15,7 +15,7 @@ import h5py
 import numpy
 
 from ..errors import ElmoOptionsError, ElmoWeightsError
-from ..io import (
+from ..file_safety import (
     HDF5_READ_ERRORS,
     atomic_path,
     check_json_depth,
@@ -31,6 +31,23 @@ ACTIVATIONS = ("relu", "tanh")
 BILM_DIR_HINT = (
     " (a biLM directory goes to bilm_dir / ElmoBiLM.from_dir; the files are options.json and weights.hdf5 in it)"
 )
+# Sanity bounds of the sizes a file gives (options.json, ELMoForManyLangs configs), checked
+# before anything is allocated: far above any published
+# biLM (the largest has lstm.dim 4096, projection_dim 512, 2 layers), far below
+# what would exhaust memory or run for minutes before failing.
+MAX_SIZES = {
+    "char_dim": 4096,
+    "projection_dim": 16384,
+    "lstm_dim": 65536,
+    "n_layers": 64,
+    "n_highway": 64,
+    "max_characters_per_token": 1024,
+}
+MAX_FILTERS = 64  # [width, n_filters] pairs
+MAX_FILTER_COUNT = 65536  # n_filters of one pair
+# Ten times the largest published biLM's 93.6 million (4 GB in float32): larger
+# options come from a damaged or mistyped file.
+MAX_PARAMETERS = 1_000_000_000
 Shape = Tuple[int, ...]
 
 

@@ -15,8 +15,8 @@ import torch
 
 from ..bilm import ElmoBiLM, ElmoOptions
 from ..errors import ElmoWeightsError
+from ..file_safety import arrays_sha256
 from ..formats.bilm_tf import checked_array
-from ..io import arrays_sha256
 
 
 def serialize_bilm(bilm: Any) -> bytes:

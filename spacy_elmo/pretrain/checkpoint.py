@@ -10,8 +10,8 @@ import torch
 from confection import Config
 
 from ..bilm import ElmoOptions
+from ..file_safety import read_jsonl
 from ..formats.bilm_dir import OPTIONS_NAME
-from ..io import read_jsonl
 from .config import (
     RESUMABLE_CHANGES,
     PretrainConfigError,

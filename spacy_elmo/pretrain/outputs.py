@@ -26,9 +26,7 @@ from confection import Config
 from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
 from ..errors import PretrainConfigError, PretrainDataError
-from ..formats.bilm_dir import OPTIONS_NAME, WEIGHTS_NAME
-from ..formats.bilm_tf import write_weights
-from ..io import (
+from ..file_safety import (
     atomic_path,
     one_line_reason,
     read_jsonl,
@@ -36,6 +34,8 @@ from ..io import (
     write_jsonl_atomic,
     write_text_atomic,
 )
+from ..formats.bilm_dir import OPTIONS_NAME, WEIGHTS_NAME
+from ..formats.bilm_tf import write_weights
 
 CONFIG_NAME = "config.cfg"
 CHECKPOINT_NAME = "checkpoint.pt"
