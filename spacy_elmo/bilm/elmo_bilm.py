@@ -1,4 +1,4 @@
-"""ElmoBiLM: the character CNN + biLSTM language model, in plain PyTorch."""
+"""ElmoBiLM: a token encoder (bilm-tf's char CNN, or ELMoForManyLangs') + the biLSTM, in plain PyTorch."""
 
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union, cast
