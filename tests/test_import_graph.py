@@ -122,3 +122,20 @@ def test_the_network_reads_no_file():
             if found:
                 readers[name] = found
     assert readers == {}
+
+
+def test_the_formats_know_no_network_but_the_checkpoint_converter():
+    """bilm/ calls the formats, so they import nothing of it (tf_convert alone builds on its
+    layout, and nothing in bilm/ imports tf_convert)."""
+    modules = module_names()
+    network_users = {
+        name
+        for name, path in modules.items()
+        if name.startswith("spacy_elmo.formats")
+        and any(t == "spacy_elmo.bilm" or t.startswith("spacy_elmo.bilm.") for t in imported_names(name, path))
+    }
+    assert network_users == {"spacy_elmo.formats.tf_convert"}
+    graph = import_graph()
+    assert not any(
+        "spacy_elmo.formats.tf_convert" in graph[name] for name in graph if name.startswith("spacy_elmo.bilm")
+    )
