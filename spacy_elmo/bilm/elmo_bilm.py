@@ -14,7 +14,7 @@ from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
 from .efml import EFML_DIR_HINT, efml_dir_files, is_efml_dir
 from .generation import WeightsGeneration, mark_weights_changed
-from .lstm import BiLstm, ProjectedLstm, State
+from .lstm import FORGET_BIAS, BiLstm, ProjectedLstm, State
 from .options import ElmoOptions
 from .precision import check_precision
 from .threads import make_forks_safe
@@ -77,6 +77,9 @@ class ElmoBiLM(nn.Module):
     bilm-tf and AllenNLP do (and as their published test outputs need).
     """
 
+    # What the LSTM adds to its forget gates at run time (bilm-tf's; not in the weights file).
+    forget_bias = FORGET_BIAS
+
     def __init__(self, options: ElmoOptions, type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE):
         check_model_size(options)  # before allocating
         # Forked worker processes (nlp.pipe(n_process=N)) run torch on one thread: never a hang.
@@ -86,7 +89,7 @@ class ElmoBiLM(nn.Module):
         # One generation for all the weights: every inference cache is keyed on it (generation.py).
         self.generation = WeightsGeneration()
         self.char_encoder = self.make_token_encoder(options, self.generation)
-        self.bilstm = BiLstm(options, self.generation)
+        self.bilstm = BiLstm(options, self.generation, self.forget_bias)
         # Inference reuses the token vectors of types seen before (exact; see type_cache.py).
         self.type_cache = TypeCache(type_cache_size)
         # Per direction, per layer: (h, c) for as many rows as the largest batch seen.
