@@ -5,7 +5,7 @@ matrices are stored ``(in, out)`` and applied as ``x @ W``.
 """
 
 from functools import partial
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy
 import torch
@@ -15,6 +15,7 @@ from torch.nn import functional as F
 from .char_ids import N_CHARACTERS, PAD_CHAR, batch_char_ids
 from .generation import TracksWeights, WeightsGeneration
 from .kernels import packed_linear
+from .lstm import FORGET_BIAS
 from .options import ElmoOptions
 from .precision import PRECISIONS
 from .tf_layout import host_array, lstm_tf_arrays
@@ -37,6 +38,9 @@ class InferenceWeights(NamedTuple):
 
 class CharEncoder(TracksWeights):
     """bilm-tf's token encoder (a ``TokenEncoder``): a token's characters -> its vector."""
+
+    # bilm-tf's LSTM adds 1.0 to its forget gates at run time (not in the weights file).
+    forget_bias = FORGET_BIAS
 
     def __init__(self, options: ElmoOptions, generation: Optional[WeightsGeneration] = None) -> None:
         super().__init__()
@@ -110,6 +114,10 @@ class CharEncoder(TracksWeights):
     def named_arrays(self, stacks: LstmStacks) -> Dict[str, numpy.ndarray]:
         """The biLM's weights as bilm-tf's datasets (what weights.hdf5 holds)."""
         return {**self.tf_arrays(), **lstm_tf_arrays(stacks)}
+
+    def restore_legacy_bias(self, stacks: LstmStacks, spec: Any) -> bool:
+        """Every save of a bilm-tf biLM holds its bias as bilm-tf does: nothing to mend."""
+        return False
 
     def forward(self, char_ids: Tensor) -> Tensor:
         """``(n_tokens, max_chars)`` ids -> ``(n_tokens, projection_dim)`` vectors."""

@@ -26,11 +26,13 @@ from torch import Tensor, nn
 from ..errors import ElmoWeightsError
 from ..formats.efml import EfmlNetwork, EfmlVocab, checked_vocab
 from .generation import TracksWeights, WeightsGeneration
-from .lstm import ProjectedLstm, _permute_gate_blocks
+from .lstm import FORGET_BIAS, ProjectedLstm, _permute_gate_blocks
 from .options import ElmoOptions
 from .precision import PRECISIONS
 from .token_encoder import LstmStacks
 
+# A saved pipeline's EFML biLM: its LSTM biases are EFML's own (no forget offset taken out).
+LSTM_BIAS_AS_EFML = "efml"
 # EFML's gate blocks (i, f, g, o) -> ProjectedLstm's internal (i, f, o, g).
 _EFML_TO_INTERNAL = (0, 1, 3, 2)
 
@@ -65,6 +67,10 @@ class EfmlTokenEncoder(TracksWeights):
     It always runs fp32 (once per distinct token, through the type cache); the
     precision it is given is the biLSTM's."""
 
+    # EFML's bias already holds its forget gates' offset: kept as is, bit for bit (taking
+    # bilm-tf's 1.0 out and adding it back at run time rounded it twice, ~1e-8 to 1e-7 off).
+    forget_bias = 0.0
+
     def __init__(self, network: EfmlNetwork, vocab: EfmlVocab, generation: Optional[WeightsGeneration] = None):
         super().__init__()
         self.generation = generation or WeightsGeneration()  # the biLM's: the type cache is keyed on it
@@ -89,7 +95,25 @@ class EfmlTokenEncoder(TracksWeights):
 
     def spec(self) -> Dict[str, Any]:
         """What rebuilds it beside its weights: the network config and the vocabularies."""
-        return {"network": self.network.to_dict(), "chars": self.vocab.chars, "words": self.vocab.words}
+        return {
+            "network": self.network.to_dict(),
+            "chars": self.vocab.chars,
+            "words": self.vocab.words,
+            "lstm_bias": LSTM_BIAS_AS_EFML,
+        }
+
+    def restore_legacy_bias(self, stacks: LstmStacks, spec: Any) -> bool:
+        """After loading the arrays of ``spec``'s save into the biLSTM's ``stacks``: one made
+        before ``lstm_bias`` (spacy-elmo 0.2.0's development tree) holds each LSTM bias less
+        bilm-tf's forget offset, which that code added back at run time; add it back once, so
+        those pipelines keep their vectors. Whether it did (the biLM's weights then changed)."""
+        if isinstance(spec, dict) and spec.get("lstm_bias") == LSTM_BIAS_AS_EFML:
+            return False
+        with torch.no_grad():
+            for layers in stacks:
+                for layer in layers:
+                    layer.bias[layer.cell_dim : 2 * layer.cell_dim] += FORGET_BIAS
+        return True
 
     def options(self) -> ElmoOptions:
         """The biLSTM's sizes as ElmoOptions (the char CNN fields describe EFML's when it
@@ -167,7 +191,7 @@ class EfmlTokenEncoder(TracksWeights):
 
 def load_efml_lstm(layer: ProjectedLstm, state: Dict[str, Tensor], prefix: str) -> None:
     """One LstmCellWithProjection's weights into a ProjectedLstm: transposed to ``(in, out)``,
-    gate blocks reordered, and the forget bias ProjectedLstm adds taken out of the bias."""
+    gate blocks reordered, the bias as it is (an EFML biLM's LSTM adds no forget offset)."""
 
     def gates(tensor: Tensor) -> Tensor:
         return torch.from_numpy(_permute_gate_blocks(tensor.numpy(), _EFML_TO_INTERNAL))
@@ -175,7 +199,7 @@ def load_efml_lstm(layer: ProjectedLstm, state: Dict[str, Tensor], prefix: str) 
     with torch.no_grad():
         layer.input_weight.copy_(gates(state[f"{prefix}.input_linearity.weight"].t()))
         layer.state_weight.copy_(gates(state[f"{prefix}.state_linearity.weight"].t()))
-        layer.bias.copy_(gates(state[f"{prefix}.state_linearity.bias"]) - layer.forget_offset)
+        layer.bias.copy_(gates(state[f"{prefix}.state_linearity.bias"]))
         layer.proj_weight.copy_(state[f"{prefix}.state_projection.weight"].t())
 
 
@@ -189,6 +213,6 @@ def efml_lstm_state(layer: ProjectedLstm, prefix: str) -> Dict[str, Tensor]:
     return {
         f"{prefix}.input_linearity.weight": gates(layer.input_weight).t().contiguous(),
         f"{prefix}.state_linearity.weight": gates(layer.state_weight).t().contiguous(),
-        f"{prefix}.state_linearity.bias": gates(layer.bias + layer.forget_offset),
+        f"{prefix}.state_linearity.bias": gates(layer.bias),
         f"{prefix}.state_projection.weight": layer.proj_weight.detach().float().cpu().t().contiguous(),
     }

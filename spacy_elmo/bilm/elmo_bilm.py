@@ -65,7 +65,8 @@ class ElmoBiLM(nn.Module):
         self.generation = encoder.generation
         # (named char_encoder whatever it is: saved pipelines' arrays are named after it)
         self.char_encoder: TokenEncoder = encoder
-        self.bilstm = BiLstm(options, self.generation)
+        # The biLSTM adds the forget offset its token encoder's format expects (bilm-tf's 1.0, EFML's 0).
+        self.bilstm = BiLstm(options, self.generation, encoder.forget_bias)
         # Inference reuses the token vectors of types seen before (exact; see type_cache.py).
         self.type_cache = TypeCache(type_cache_size)
         # Per direction, per layer: (h, c) for as many rows as the largest batch seen.
@@ -210,6 +211,12 @@ class ElmoBiLM(nn.Module):
         if not isinstance(self.char_encoder, CharEncoder):
             raise ElmoError(refusal)
         return self.char_encoder
+
+    def restore_legacy_bias(self, spec: Any) -> None:
+        """After a saved pipeline's arrays load (``spec``: its token encoder's, as saved): an
+        older save's LSTM bias is mended (``EfmlTokenEncoder.restore_legacy_bias``)."""
+        if self.char_encoder.restore_legacy_bias(self._lstm_stacks(), spec):
+            self.mark_weights_changed()
 
     def content(self) -> Tuple[Dict[str, numpy.ndarray], Any]:
         """What the biLM is, wherever its files lie: its weights as its format names them,

@@ -20,6 +20,7 @@ class TokenEncoder(Protocol):
 
     generation: WeightsGeneration  # the biLM's: every inference cache is keyed on it
     precision: str
+    forget_bias: float  # what the biLSTM adds to its forget gates (its format's convention)
 
     @property
     def proj_weight(self) -> Tensor:
@@ -43,3 +44,7 @@ class TokenEncoder(Protocol):
     def named_arrays(self, stacks: LstmStacks) -> Dict[str, numpy.ndarray]:
         """The biLM's weights (this encoder's and the biLSTM's ``stacks``) as its file format
         names them: what the biLM's content hash covers."""
+
+    def restore_legacy_bias(self, stacks: LstmStacks, spec: Any) -> bool:
+        """After a saved biLM's arrays load into ``stacks``: mend a bias an older save of this
+        format held otherwise (``spec``: its spec as saved); whether it changed any."""

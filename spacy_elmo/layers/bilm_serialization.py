@@ -62,6 +62,8 @@ def deserialize_bilm(current: Any, data: bytes, device: "torch.device") -> Any:
     else:
         arrays = {name: tensor.numpy() for name, tensor in _legacy_state(msg).items()}
     bilm.load_state_dict(_checked_state(arrays, bilm))
+    if "efml" in msg:
+        bilm.restore_legacy_bias(msg["efml"])
     return bilm.to(device).eval()
 
 
