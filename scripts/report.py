@@ -483,6 +483,8 @@ def sentiment_table_lines(summary, speeds) -> List[str]:
         for name, description in SENTIMENT_RUNS
         if (s := summary.get(name))
     ]
+    if not rows:  # the demo trains no sentiment run unless train-sentiment-demo was run
+        return []
     header = ["config", "token representation", "test accuracy", "macro F1", "neutral F1"]
     header += ["best dev macro F1", "epochs", "steps", "minutes", "seeds"]  # spaCy's cats_score, exclusive classes
     title = "## Sentiment: movie-review snippets, 5 classes (test split of the seeded 80/10/10 split)"
@@ -630,9 +632,17 @@ def plots(summary, runs, pretrain_records, reports_dir: Path) -> List[Path]:
     import matplotlib.pyplot as plt
 
     written = []
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    score_bars(axes[0], summary, NER_RUNS, "f1", "CoNLL-2003 test F1")
-    score_bars(axes[1], summary, SENTIMENT_RUNS, "accuracy", "5-class sentiment test accuracy")
+    panels = [
+        (task_runs, key, label)
+        for task_runs, key, label in (
+            (NER_RUNS, "f1", "CoNLL-2003 test F1"),
+            (SENTIMENT_RUNS, "accuracy", "5-class sentiment test accuracy"),
+        )
+        if any(name in summary for name, _ in task_runs)
+    ] or [(NER_RUNS, "f1", "CoNLL-2003 test F1")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, (task_runs, key, label) in zip(axes[0], panels):
+        score_bars(ax, summary, task_runs, key, label)  # a task without runs gets no empty panel
     fig.tight_layout()
     written.append(reports_dir / "scores.png")
     fig.savefig(written[-1], dpi=110)

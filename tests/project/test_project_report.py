@@ -500,3 +500,18 @@ def test_the_table_note_says_one_seed_where_every_run_has_one(tmp_path):
     assert "over seeds" not in markdown(one, {}, [], "t", reduced=True)
     three = report.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
     assert report.seeds_note(three) == "Mean ± sample standard deviation over seeds."
+
+
+def test_a_task_without_runs_gets_no_empty_table_or_panel(tmp_path):
+    """The demo (NER only) showed an empty sentiment table and an empty sentiment panel."""
+    import report
+
+    summary = report.summarize(
+        {name: records for name, records in load_runs(one_seed_runs(tmp_path)).items() if name.startswith("ner")}
+    )
+    assert report.sentiment_table_lines(summary, None) == []
+    written = report.plots(summary, {}, None, tmp_path)
+    import matplotlib.image
+
+    height, width, _ = matplotlib.image.imread(written[0]).shape
+    assert width < 1.5 * height  # one panel, not two
