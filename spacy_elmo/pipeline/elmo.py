@@ -8,13 +8,12 @@ gradients through a bounded cache, so later epochs do not recompute it.
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
-from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
@@ -22,12 +21,9 @@ from thinc.types import Floats3d
 from ..doc_data import (
     DTYPE_CHOICES,
     STORE_CHOICES,
+    DocStore,
     check_token_mix,
     check_token_mix_length,
-    layers_reducer,
-    store_doc_layers,
-    store_doc_reduced,
-    token_mix_reducer,
     token_mix_weights,
 )
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
@@ -37,7 +33,7 @@ from ..layers.bilm_layer import (
     check_loaded_attrs,
     forget_bilm,
     get_bilm,
-    predict_reduced,
+    predict_docs,
     runtime_attrs,
     set_bilm,
     set_cache_size,
@@ -137,14 +133,6 @@ def make_elmo(
     )
 
 
-class _Reduction(NamedTuple):
-    """How a batch's layers become what the Doc stores (``_annotate_reduced``)."""
-
-    reduce: Optional[Callable[[Any], Any]]
-    shape: Tuple[int, ...]
-    token_mix: List[float]
-
-
 class ElmoComponent(TrainablePipe):
     def __init__(
         self,
@@ -182,7 +170,7 @@ class ElmoComponent(TrainablePipe):
         # Only read when the model has no weights yet (never after loading a saved pipeline).
         self._weight_source = {"options_file": options_file, "weight_file": weight_file, "bilm_dir": bilm_dir}
         self.listener_map: Dict[str, List[Model]] = {}
-        self._reduction_made: Optional[Tuple[Tuple, _Reduction]] = None
+        self._doc_store_made: Optional[Tuple[Tuple, DocStore]] = None
         set_cache_size(model, cache_size_mb)
         set_precision(model, precision, "elmo precision")
         install_extensions()
@@ -344,75 +332,32 @@ class ElmoComponent(TrainablePipe):
                 "the elmo component's precision 'fp32' (switch to int8 after training), or set grad_factor 0"
             )
 
-    def predict(self, docs: Sequence[Doc]) -> List[Floats3d]:
+    # The one prediction road: predict, then set_annotations, for every store. When no
+    # listener reads a doc's float32 layers, predict keeps only the stored form (float16
+    # layers, the mix, or nothing), piece by piece, so a long doc's float32 layers never
+    # exist at once.
+    def predict(self, docs: Sequence[Doc]) -> List[Any]:
+        """Each doc's ``(L+1, n, 2P)`` layers when listeners read them, else its stored form."""
         self._ensure_weights()
-        return self.model.predict(list(docs))
+        return predict_docs(self.model, list(docs), None if self._readers() else self._doc_store())
 
-    # Without a listening component nothing reads a doc's float32 layers: inference keeps
-    # only the stored form (float16 layers, the mix, or nothing), so a long doc's float32
-    # layers never exist at once.
-    def __call__(self, doc: Doc) -> Doc:
-        if self._keeps_full_layers():
-            return super().__call__(doc)
-        (annotated,) = self.pipe([doc], batch_size=1)
-        return annotated
+    def set_annotations(self, docs: Sequence[Doc], predictions: List[Any]) -> None:
+        store, readers = self._doc_store(), self._readers()
+        for doc, prediction in zip(docs, predictions):
+            if readers:
+                store.annotate_for_listeners(doc, prediction, readers)
+            else:
+                store.annotate(doc, prediction)
 
-    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
-        if self._keeps_full_layers():
-            yield from super().pipe(stream, batch_size=batch_size)
-            return
-        error_handler = self.get_error_handler()
-        for docs in minibatch(stream, size=batch_size):
-            try:
-                self._annotate_reduced(docs)
-                yield from docs
-            except Exception as err:
-                error_handler(self.name, self, docs, err)
-
-    def _keeps_full_layers(self) -> bool:
-        stores_them_as_they_are = self.cfg["store"] == "all" and self.cfg["store_dtype"] == "float32"
-        return stores_them_as_they_are or bool(self.listening_components)
-
-    def _annotate_reduced(self, docs: List[Doc]) -> None:
-        self._ensure_weights()
-        store, dtype = self.cfg["store"], self.cfg["store_dtype"]
-        reduction = self._reduction()
-        for doc, reduced in zip(docs, predict_reduced(self.model, docs, reduction.reduce)):
-            store_doc_reduced(
-                doc,
-                reduced,
-                source=self.name,
-                store=store,
-                dtype=dtype,
-                token_mix=reduction.token_mix,
-                shape=reduction.shape,
-            )
-
-    def _reduction(self) -> "_Reduction":
-        """What the Doc keeps of a batch's layers, made once per setting it depends on (the
-        store, its dtype, the token mix and the biLM's sizes), not per batch."""
-        n_layers, width = self.model.get_dim("nL"), self.model.get_dim("nO")
+    def _doc_store(self) -> DocStore:
+        """What the Doc keeps, made once per setting it depends on (the store, its dtype,
+        the token mix and the biLM's layer count), not per batch."""
+        n_layers = self.model.get_dim("nL")
         store, dtype, mix = self.cfg["store"], self.cfg["store_dtype"], self.cfg["token_mix"]
-        key = (store, dtype, None if mix is None else tuple(mix), n_layers, width)
-        if self._reduction_made is None or self._reduction_made[0] != key:
-            token_mix = token_mix_weights(mix, n_layers)
-            reduce = {"all": layers_reducer, "mix": lambda d: token_mix_reducer(token_mix, d), "none": lambda d: None}
-            shape = {"all": (n_layers, width), "mix": (width,), "none": ()}[store]
-            self._reduction_made = (key, _Reduction(reduce[store](dtype), shape, token_mix))
-        return self._reduction_made[1]
-
-    def set_annotations(self, docs: Sequence[Doc], layers: List[Floats3d]) -> None:
-        token_mix = self._reduction().token_mix
-        for doc, doc_layers in zip(docs, layers):
-            store_doc_layers(
-                doc,
-                doc_layers,
-                source=self.name,
-                store=self.cfg["store"],
-                dtype=self.cfg["store_dtype"],
-                token_mix=token_mix,
-                n_listeners=self._readers(),
-            )
+        key = (self.name, store, dtype, None if mix is None else tuple(mix), n_layers)
+        if self._doc_store_made is None or self._doc_store_made[0] != key:
+            self._doc_store_made = (key, DocStore(self.name, store, dtype, token_mix_weights(mix, n_layers)))
+        return self._doc_store_made[1]
 
     def _readers(self) -> int:
         """How many listeners read this component's layers from a doc: a "*" listener that
