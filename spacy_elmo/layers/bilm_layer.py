@@ -19,10 +19,8 @@ from spacy.tokens import Doc
 from thinc.api import (
     ArgsKwargs,
     Model,
-    deserialize_attr,
     get_array_module,
     get_torch_default_device,
-    serialize_attr,
     torch2xp,
     xp2torch,
 )
@@ -30,8 +28,8 @@ from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.elmo_bilm import IdsBatch, length_batches
-from ..bilm.precision import check_precision
-from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
+from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
+from ..settings import DEFAULT_MAX_SEGMENT_LENGTH, ElmoSettings, refuse_inference_only_fine_tuning
 from .bilm_output_cache import LayerCache
 from .bilm_segments import Segment, batch_segments
 from .bilm_serialization import deserialize_bilm, serialize_bilm
@@ -40,41 +38,24 @@ from .bilm_shim import bilm_slot, bilm_wrapper
 BilmModel = Model[List[Doc], List[Floats3d]]
 
 
-# Tokens the biLM sees at once: a longer sentence (or a doc without sentences) runs in
-# overlapping windows of this many (bilm/windows.py). `embed --max-length` has the same default.
-DEFAULT_MAX_SEGMENT_LENGTH = 256
-
-
-class RuntimePrecision(str):
-    """The model's precision: how this process runs the biLM, never learned. A saved
-    model records it, and a load keeps the loading model's own (so a pipeline saved at
-    bf16 loads where bf16 is not native, at the precision its config gives there)."""
-
-
-@serialize_attr.register(RuntimePrecision)
-def _serialize_precision(_, value: RuntimePrecision, name: str, model) -> str:
-    return str(value)
-
-
-@deserialize_attr.register(RuntimePrecision)
-def _keep_precision(_, value: Any, name: str, model) -> RuntimePrecision:
-    return model.attrs[name]
+# What spacy-elmo 0.x saved of its settings in a model's attrs: read by a load, never used.
+LEGACY_SETTING_ATTRS = ("max_segment_length", "precision")
 
 
 def build_bilm_model(
     options: Optional[ElmoOptions], max_segment_length: int = DEFAULT_MAX_SEGMENT_LENGTH, cache_mb: float = 0.0
 ) -> BilmModel:
     """``options=None`` defers the sizes until weights are set."""
-    problem = _max_segment_length_problem(max_segment_length)
-    if problem:
-        raise ElmoError(problem)
+    settings = ElmoSettings().changed(
+        get_torch_default_device(), max_segment_length=max_segment_length, cache_size_mb=cache_mb
+    )
 
     def at_model_precision(bilm: torch.nn.Module) -> None:
-        # A loaded biLM runs at this model's precision, a run-time choice a load keeps
-        # (RuntimePrecision). A thinc copy of the model shares this function, so its loads
-        # follow the original's precision: replace_listeners' copies have the same one.
+        # A loaded biLM runs at this model's precision, a run-time choice a load keeps. A thinc
+        # copy of the model shares this function, so its loads follow the original's
+        # precision: replace_listeners' copies have the same one.
         if isinstance(bilm, ElmoBiLM):
-            bilm.set_precision(model.attrs["precision"])
+            bilm.set_precision(model.attrs["settings"].precision)
 
     wrapper = bilm_wrapper(
         ElmoBiLM(options) if options is not None else None,
@@ -93,10 +74,9 @@ def build_bilm_model(
             "nL": options.n_output_layers if options else None,
         },
         attrs={
-            "max_segment_length": max_segment_length,
-            "cache": LayerCache(cache_mb),
-            # "fp32" (exact), "int8" or "bf16" (faster inference; see bilm/precision.py).
-            "precision": RuntimePrecision("fp32"),
+            # How this process runs the biLM (precision, window, cache size; see settings.py).
+            "settings": settings,
+            "cache": LayerCache(settings.cache_size_mb),
             # The sizes the config asked for (None: whatever the weights have).
             "expected_options": options.to_dict() if options else None,
             # A module built from config sizes is random until weights arrive:
@@ -107,18 +87,28 @@ def build_bilm_model(
     return model
 
 
-def _max_segment_length_problem(value: Any) -> Optional[str]:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return None
-    return f"max_segment_length must be an integer >= 1, got {value!r}"
+def settings_of(model: BilmModel) -> ElmoSettings:
+    return model.attrs["settings"]
 
 
-def check_loaded_attrs(model: BilmModel, source: str) -> None:
-    """Settings a loaded model brought with it, checked at load (``source`` names the file)
-    rather than at the first doc."""
-    problem = _max_segment_length_problem(model.attrs.get("max_segment_length"))
-    if problem:
-        raise ElmoSavedPipelineError(f"{source}: {problem} (a damaged file?): save the pipeline again")
+def configure(model: BilmModel, prefix: str = "", **changes: Any) -> ElmoSettings:
+    """Change the model's settings (``ElmoSettings`` fields), all checked now, for the device
+    thinc runs torch on, before any weights load; a new precision applies to the biLM now and
+    to every biLM the model is given later (``set_bilm``, a load), so no batch decides it."""
+    settings = model.attrs["settings"].changed(get_torch_default_device(), prefix, **changes)
+    model.attrs["settings"] = settings
+    if "cache_size_mb" in changes:
+        model.attrs["cache"] = LayerCache(settings.cache_size_mb)
+    bilm = get_bilm(model)
+    if bilm is not None and "precision" in changes:
+        bilm.set_precision(settings.precision)
+    return settings
+
+
+def set_precision(model: BilmModel, precision: str) -> None:
+    """How prediction runs the biLM: "fp32" (exact), "int8" (CPU) or "bf16" (where the
+    device has native bf16, else refused unless forced), the last two inference only."""
+    configure(model, precision=precision)
 
 
 def get_bilm(model: BilmModel) -> Optional[ElmoBiLM]:
@@ -141,20 +131,11 @@ def set_bilm(model: BilmModel, bilm: ElmoBiLM) -> None:
                 "the sizes from the weights)."
             )
     bilm_slot(model.layers[0]).bilm = bilm.to(get_torch_default_device()).eval()
-    bilm.set_precision(model.attrs["precision"])
+    bilm.set_precision(model.attrs["settings"].precision)
     model.set_dim("nO", bilm.output_dim, force=True)
     model.set_dim("nL", bilm.n_output_layers, force=True)
     model.attrs["weights_loaded"] = True
     model.attrs["cache"].clear()
-
-
-# The model's attrs that are run-time choices of its config, never learned: a load keeps
-# the loading config's (``spacy.load(path, config=...)``), not the saved ones.
-RUNTIME_ATTRS = ("max_segment_length", "precision", "cache")
-
-
-def runtime_attrs(model: BilmModel) -> Dict[str, Any]:
-    return {name: model.attrs[name] for name in RUNTIME_ATTRS}
 
 
 def forget_bilm(model: BilmModel) -> Callable[[], None]:
@@ -176,26 +157,9 @@ def adopt_loaded_bilm(model: BilmModel) -> None:
     bilm = bilm_slot(model.layers[0]).bilm
     if not isinstance(bilm, ElmoBiLM):
         raise ElmoWeightsError("it holds no biLM (saved before any weights were loaded, or damaged)")
+    for name in LEGACY_SETTING_ATTRS:
+        model.attrs.pop(name, None)
     set_bilm(model, bilm)
-
-
-def set_cache_size(model: BilmModel, max_mb: float) -> None:
-    """Bound the memory of cached biLM outputs (0 disables the cache)."""
-    if max_mb < 0:
-        raise ElmoError(f"cache_size_mb must be >= 0, got {max_mb}")
-    model.attrs["cache"] = LayerCache(max_mb)
-
-
-def set_precision(model: BilmModel, precision: str, what: str = "precision") -> None:
-    """How prediction runs the biLM: "fp32" (exact), "int8" (CPU) or "bf16" (where the
-    device has native bf16, else refused unless forced), the last two inference only.
-    Checked now, before any weights load; applied to the biLM now and to every biLM
-    the model is given later (``set_bilm``), so no batch decides it."""
-    check_precision(precision, what, device=get_torch_default_device())
-    model.attrs["precision"] = RuntimePrecision(precision)
-    bilm = get_bilm(model)
-    if bilm is not None:
-        bilm.set_precision(precision)
 
 
 def _weights_key(bilm: ElmoBiLM) -> Tuple:
@@ -233,7 +197,7 @@ def predict_docs(model: BilmModel, docs: Sequence[Doc], keep: Optional[Keep] = N
     assembled as its segments stream out of the biLM. With a ``keep`` no doc's float32 layers
     exist whole: memory is the kept results, one batch, and what the cache is allowed."""
     bilm = _require_bilm(model)
-    segments, texts = batch_segments(docs, model.attrs["max_segment_length"])
+    segments, texts = batch_segments(docs, model.attrs["settings"].max_segment_length)
     return assemble(model, docs, _predicted_segments(model, bilm, segments, texts), keep)
 
 
@@ -306,12 +270,8 @@ def _forward_with_gradients(model: BilmModel, docs: Sequence[Doc]) -> Tuple[List
     batches them: one batch padded to its longest sentence cost several times the
     compute on CoNLL's lengths), no cache (the weights are about to change)."""
     bilm = _require_bilm(model)
-    if model.attrs["precision"] != "fp32":
-        raise ElmoError(
-            f"the biLM runs at precision {model.attrs['precision']!r}, which is for inference only: "
-            "fine-tuning it (a listener with grad_factor > 0) needs precision 'fp32'"
-        )
-    segments, texts = batch_segments(docs, model.attrs["max_segment_length"])
+    refuse_inference_only_fine_tuning(model.attrs["settings"].precision)
+    segments, texts = batch_segments(docs, model.attrs["settings"].max_segment_length)
     batches: List[Callable[[List[Floats3d]], None]] = []
 
     def trained_segments() -> Iterator[Tuple[Segment, Floats3d]]:

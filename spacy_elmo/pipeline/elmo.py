@@ -18,29 +18,21 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
-from ..doc_data import (
-    DTYPE_CHOICES,
-    STORE_CHOICES,
-    DocStore,
-    check_token_mix,
-    check_token_mix_length,
-    token_mix_weights,
-)
+from ..doc_data import DocStore, check_token_mix_length, token_mix_weights
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
 from ..layers.bilm_layer import (
     DEFAULT_MAX_SEGMENT_LENGTH,
     adopt_loaded_bilm,
-    check_loaded_attrs,
+    configure,
     forget_bilm,
     get_bilm,
     predict_docs,
-    runtime_attrs,
     set_bilm,
-    set_cache_size,
-    set_precision,
+    settings_of,
 )
 from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
 from ..loaders import check_weight_pairing, check_weight_source, default_bilm_dir, load_bilm
+from ..settings import ElmoSettings, refuse_inference_only_fine_tuning
 from ..spacy_frames import building_from_config
 from .extensions import install_extensions
 from .saved import check_saved_component
@@ -149,30 +141,24 @@ class ElmoComponent(TrainablePipe):
         cache_size_mb: float = DEFAULT_SETTINGS["cache_size_mb"],
         precision: str = DEFAULT_SETTINGS["precision"],
     ) -> None:
-        if store not in STORE_CHOICES:
-            raise ElmoError(f"elmo store must be one of {STORE_CHOICES}, got {store!r}")
-        if store_dtype not in DTYPE_CHOICES:
-            raise ElmoError(f"elmo store_dtype must be one of {DTYPE_CHOICES}, got {store_dtype!r}")
-        check_token_mix(token_mix)
-        if isinstance(cache_size_mb, bool) or not isinstance(cache_size_mb, (int, float)):
-            raise ElmoError(f"elmo cache_size_mb must be a number of megabytes (0: no cache), got {cache_size_mb!r}")
-        check_weight_pairing(options_file, weight_file, bilm_dir)
         self.vocab = vocab
         self.model = model
         self.name = name
-        self.cfg: Dict[str, Any] = {
-            "store": store,
-            "store_dtype": store_dtype,
-            "token_mix": token_mix,
-            "cache_size_mb": cache_size_mb,
-            "precision": precision,
-        }
+        # Every setting checked here, once, and carried by the model (settings.py).
+        configure(
+            model,
+            "elmo ",
+            store=store,
+            store_dtype=store_dtype,
+            token_mix=token_mix,
+            cache_size_mb=cache_size_mb,
+            precision=precision,
+        )
+        check_weight_pairing(options_file, weight_file, bilm_dir)
         # Only read when the model has no weights yet (never after loading a saved pipeline).
         self._weight_source = {"options_file": options_file, "weight_file": weight_file, "bilm_dir": bilm_dir}
         self.listener_map: Dict[str, List[Model]] = {}
         self._doc_store_made: Optional[Tuple[Tuple, DocStore]] = None
-        set_cache_size(model, cache_size_mb)
-        set_precision(model, precision, "elmo precision")
         install_extensions()
 
     # -- listeners (spaCy's ListenedToComponent protocol) ---------------------
@@ -207,53 +193,60 @@ class ElmoComponent(TrainablePipe):
                 if is_listener(node) and node.attrs["upstream_name"] in names:
                     self.add_listener(node, component.name)
 
-    # -- serialization: a saved pipeline carries its biLM, and only that one runs --
+    @property
+    def settings(self) -> ElmoSettings:
+        """The component's run-time settings (``settings.py``): its model carries them."""
+        return settings_of(self.model)
+
+    @property
+    def cfg(self) -> Dict[str, Any]:  # type: ignore[override]
+        """The component's settings as its factory names them (read only: ``configure`` changes them)."""
+        return self.settings.component_cfg()
+
+    def configure(self, **changes: Any) -> None:
+        """Change settings of the component (its factory's names), each checked now."""
+        configure(self.model, "elmo ", **changes)
+        if self.has_weights:
+            self._check_token_mix()
+
+    # -- serialization: a saved pipeline carries its biLM, and only that one runs; it saves no
+    # setting (no cfg: config.cfg gives them, and a load keeps the loading pipe's) --
     def to_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> None:
         self._ensure_weights()
-        super().to_disk(path, exclude=exclude)
+        super().to_disk(path, exclude=[*exclude, "cfg"])
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         self._ensure_weights()
-        return super().to_bytes(exclude=exclude)
+        return super().to_bytes(exclude=[*exclude, "cfg"])
 
     def from_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
         path = Path(path)
         check_saved_component(path, self.name, exclude)
         with self._loading(str(path / "model"), exclude):
-            super().from_disk(path, exclude=exclude)
-            if "model" not in exclude:
-                check_loaded_attrs(self.model, f"component '{self.name}': {path / 'model'}")
+            super().from_disk(path, exclude=[*exclude, "cfg"])  # a cfg an earlier version saved: unread
         return self
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
-        with self._loading("its cfg and model from bytes", exclude):
-            super().from_bytes(bytes_data, exclude=exclude)
-            if "model" not in exclude:
-                check_loaded_attrs(self.model, f"component '{self.name}': its model bytes")
+        with self._loading("its model from bytes", exclude):
+            super().from_bytes(bytes_data, exclude=[*exclude, "cfg"])
         return self
 
     @contextmanager
     def _loading(self, what: str, exclude: Iterable[str]) -> Iterator[None]:
-        """Loading restores the saved cfg and model; then the biLM must be the saved one
-        (never a fallback), and the config this pipe was built from wins for every
-        setting (``spacy.load(path, config=...)``): settings are run-time choices, none is
-        learned. Unchanged settings are the saved ones anyway."""
-        settings, attrs = dict(self.cfg), runtime_attrs(self.model)
+        """Loading restores the saved model; then the biLM must be the saved one (never a
+        fallback). The settings stay this pipe's: the model's hook keeps them (settings.py)."""
         with_model = "model" not in exclude
         restore_bilm = forget_bilm(self.model) if with_model else None
         try:
             yield
             if with_model:
                 adopt_loaded_bilm(self.model)
-        except (ValueError, LookupError, TypeError) as err:  # our ElmoErrors, damaged msgpack or JSON
+        except (ValueError, LookupError, TypeError) as err:  # our ElmoErrors, damaged msgpack
             if restore_bilm is not None:
                 restore_bilm()
             if isinstance(err, ElmoSavedPipelineError):  # it names the file already
                 raise
             raise ElmoWeightsError(f"component '{self.name}': cannot load {what}: {err}") from err
-        finally:
-            self.cfg.update(settings)
-            self.model.attrs.update(attrs)  # precision included: a load keeps it anyway
         if with_model:
             self._check_token_mix()
 
@@ -300,7 +293,7 @@ class ElmoComponent(TrainablePipe):
 
     def _check_token_mix(self) -> None:
         """token_mix's length, once the weights say how many layers there are."""
-        check_token_mix_length(self.cfg["token_mix"], self.model.get_dim("nL"))
+        check_token_mix_length(self.settings.token_mix, self.model.get_dim("nL"))
 
     # -- the pipe API -------------------------------------------------------------
     def initialize(
@@ -325,12 +318,8 @@ class ElmoComponent(TrainablePipe):
     def _refuse_inference_only_fine_tuning(self) -> None:
         """int8 and bf16 are inference only: a listener that fine-tunes the biLM is refused before training starts."""
         tuning = self._tuning_components()
-        if tuning and self.cfg["precision"] != "fp32":
-            raise ElmoError(
-                f"elmo precision {self.cfg['precision']!r} is for inference only, but the listener of "
-                f"{', '.join(repr(name) for name in tuning)} fine-tunes the biLM (grad_factor > 0): train with "
-                "the elmo component's precision 'fp32' (switch to int8 after training), or set grad_factor 0"
-            )
+        if tuning:
+            refuse_inference_only_fine_tuning(self.settings.precision, tuner=tuning)
 
     # The one prediction road: predict, then set_annotations, for every store. When no
     # listener reads a doc's float32 layers, predict keeps only the stored form (float16
@@ -352,9 +341,9 @@ class ElmoComponent(TrainablePipe):
     def _doc_store(self) -> DocStore:
         """What the Doc keeps, made once per setting it depends on (the store, its dtype,
         the token mix and the biLM's layer count), not per batch."""
-        n_layers = self.model.get_dim("nL")
-        store, dtype, mix = self.cfg["store"], self.cfg["store_dtype"], self.cfg["token_mix"]
-        key = (self.name, store, dtype, None if mix is None else tuple(mix), n_layers)
+        n_layers, settings = self.model.get_dim("nL"), self.settings
+        store, dtype, mix = settings.store, settings.store_dtype, settings.token_mix
+        key = (self.name, store, dtype, mix, n_layers)
         if self._doc_store_made is None or self._doc_store_made[0] != key:
             self._doc_store_made = (key, DocStore(self.name, store, dtype, token_mix_weights(mix, n_layers)))
         return self._doc_store_made[1]
