@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional, Set, Tuple
 
+import pytest
 import spacy
+from spacy.training import Example
 
 from .conftest import tiny_bilm
 from .test_listener import add_ner, listener
@@ -72,22 +74,35 @@ def upward_calls(edges: Set[Edge]) -> Set[Edge]:
     }
 
 
-def elmo_ner_pipeline(tmp_path):
+def elmo_ner_pipeline(tmp_path, grad_factor=0.0):
     options, weights = tmp_path / "options.json", tmp_path / "weights.hdf5"
     tiny_bilm(seed=3).to_files(options, weights)
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
-    add_ner(nlp, listener())
+    add_ner(nlp, listener(grad_factor=grad_factor))
     nlp.get_pipe("ner").add_label("PER")
-    nlp.initialize()
     return nlp
 
 
 def test_one_doc_through_elmo_and_a_listening_ner_calls_only_downward(tmp_path):
     nlp = elmo_ner_pipeline(tmp_path)
+    nlp.initialize()
     nlp("warm up the caches .")
     edges = traced_calls(lambda: nlp("Alice lives in Paris . She likes it there ."))
     assert ("pipeline/elmo.py", "layers/bilm_layer.py") in edges  # the trace sees the library
+    assert mutual_pairs(edges) == set()
+    assert upward_calls(edges) == set()
+
+
+@pytest.mark.parametrize("grad_factor", [0.0, 1.0])
+def test_a_training_step_calls_only_downward_too(tmp_path, grad_factor):
+    """The listeners' gradients once went back through a closure of pipeline/elmo.py."""
+    nlp = elmo_ner_pipeline(tmp_path, grad_factor)
+    examples = [Example.from_dict(nlp.make_doc("Alice lives here ."), {"entities": [(0, 5, "PER")]})]
+    optimizer = nlp.initialize(lambda: examples)
+    nlp.update(examples, sgd=optimizer)
+    edges = traced_calls(lambda: nlp.update(examples, sgd=optimizer))
+    assert ("layers/listener.py", "layers/bilm_layer.py") in edges or not grad_factor
     assert mutual_pairs(edges) == set()
     assert upward_calls(edges) == set()
 

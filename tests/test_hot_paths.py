@@ -44,7 +44,7 @@ ALLOWED: Dict[Tuple[str, str], str] = {
     ("doc_data.py", "keep"): "what the Doc stores lives on the host (the mix reduced on the device first)",
     ("doc_data.py", "token_mix_weights"): "Python config floats",
     ("layers/listener.py", "learned_mix"): "a report of the learned weights, not prediction",
-    ("pipeline/elmo.py", "accumulate"): "the loss figure spaCy logs, once per training batch",
+    ("layers/listener.py", "accumulate"): "the loss figure spaCy logs, once per training batch",
 }
 
 

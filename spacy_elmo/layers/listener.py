@@ -15,7 +15,7 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from spacy.tokens import Doc
-from thinc.api import Model
+from thinc.api import Model, Optimizer
 from thinc.types import Floats2d, Floats3d
 
 from ..doc_data import layers_for_listener
@@ -88,6 +88,39 @@ def batch_id(docs: Sequence[Doc]) -> int:
 def receive(listener: ListenerModel, batch: int, outputs: List[Floats3d], backprop: Callable) -> None:
     state: _ListenerState = listener.attrs["_state"]
     state.batch_id, state.outputs, state.backprop = batch, outputs, backprop
+
+
+def ignore_gradient(d_layers: Optional[List[Floats3d]]) -> None:
+    """Where a frozen biLM's listeners send their gradient: nowhere."""
+    return None
+
+
+def gather_gradients(
+    bilm: Model,
+    n_listeners: int,
+    backprop_layers: Callable[[List[Floats3d]], Any],
+    sgd: Optional[Optimizer],
+    losses: Dict[str, float],
+    name: str,
+) -> Callable[[Optional[List[Floats3d]]], None]:
+    """Where each of ``n_listeners`` listeners of a fine-tuned biLM sends its gradient (None:
+    it sends none): the sum goes into the biLM once the last has reported, then ``sgd`` steps
+    it; ``losses[name]`` adds each gradient's squared sum (what spaCy's table shows)."""
+    total: Optional[List[Floats3d]] = None
+    waiting = n_listeners
+
+    def accumulate(d_layers: Optional[List[Floats3d]]) -> None:
+        nonlocal total, waiting
+        if d_layers is not None:
+            losses[name] += float(sum((d**2).sum(axis=None, keepdims=False) for d in d_layers))
+            total = d_layers if total is None else [a + b for a, b in zip(total, d_layers)]
+        waiting -= 1
+        if waiting == 0 and total is not None:  # the last listener has reported
+            backprop_layers(total)
+            if sgd is not None:
+                bilm.finish_update(sgd)
+
+    return accumulate
 
 
 def set_listener_dims(model: Model, n_layers: int, width: int) -> None:

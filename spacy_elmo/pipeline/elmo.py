@@ -30,7 +30,16 @@ from ..layers.bilm_layer import (
     set_bilm,
     settings_of,
 )
-from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
+from ..layers.listener import (
+    batch_id,
+    gather_gradients,
+    ignore_gradient,
+    is_listener,
+    learned_mix,
+    name_listener,
+    receive,
+    set_listener_dims,
+)
 from ..loaders import check_weight_pairing, check_weight_source, default_bilm_dir, load_bilm
 from ..settings import ElmoSettings, refuse_inference_only_fine_tuning
 from ..spacy_frames import building_from_config
@@ -376,25 +385,12 @@ class ElmoComponent(TrainablePipe):
         if not self.trains_bilm:
             layers = self.model.predict(docs)  # frozen: cached, no gradients, no optimizer step
             for listener in listeners:
-                receive(listener, batch, layers, _ignore_gradient)
+                receive(listener, batch, layers, ignore_gradient)
             return losses
         layers, backprop_layers = self.model.begin_update(docs)
-        total: Optional[List[Floats3d]] = None
-        waiting = len(listeners)
-
-        def accumulate(d_layers: Optional[List[Floats3d]]) -> None:
-            nonlocal total, waiting
-            if d_layers is not None:
-                losses[self.name] += float(sum((d**2).sum(axis=None, keepdims=False) for d in d_layers))
-                total = d_layers if total is None else [a + b for a, b in zip(total, d_layers)]
-            waiting -= 1
-            if waiting == 0 and total is not None:  # the last listener has reported
-                backprop_layers(total)
-                if sgd is not None:
-                    self.finish_update(sgd)
-
+        report = gather_gradients(self.model, len(listeners), backprop_layers, sgd, losses, self.name)
         for listener in listeners:
-            receive(listener, batch, layers, accumulate)
+            receive(listener, batch, layers, report)
         return losses
 
     def get_loss(self, examples: Iterable[Example], scores: Any) -> None:
@@ -418,7 +414,3 @@ def check_upstream_names(nlp: Language) -> None:
                     f"has that name (this pipeline's elmo components: {', '.join(map(repr, producers))}): set "
                     'the listener\'s upstream to one of them, or to "*" for the elmo component before it'
                 )
-
-
-def _ignore_gradient(d_layers: Optional[List[Floats3d]]) -> None:
-    return None
