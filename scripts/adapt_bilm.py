@@ -39,7 +39,7 @@ from pretrain_corpus import eval_keys, make_nlp, match_key
 from project_errors import ProjectDataError
 
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.io import iter_utf8_lines, require_file
+from spacy_elmo.file_safety import iter_utf8_lines, require_file
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 

@@ -32,7 +32,7 @@ from experiment import parse_seeds, run_seed
 from project_errors import ProjectDataError
 
 from spacy_elmo.bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
-from spacy_elmo.io import read_json
+from spacy_elmo.file_safety import read_json
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 

@@ -32,7 +32,7 @@ from ship import earlier_totals, warm_start_provenance
 
 from spacy_elmo.bilm.elmo_bilm import OPTIONS_NAME
 from spacy_elmo.bilm.options import ElmoOptions
-from spacy_elmo.io import read_json, read_jsonl
+from spacy_elmo.file_safety import read_json, read_jsonl
 from spacy_elmo.pretrain.outputs import CONFIG_NAME, METRICS_NAME
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)

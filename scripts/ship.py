@@ -28,7 +28,7 @@ from project_errors import ProjectDataError
 
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
-from spacy_elmo.io import file_sha256, move_dir, read_json, read_jsonl
+from spacy_elmo.file_safety import file_sha256, move_dir, read_json, read_jsonl
 from spacy_elmo.pretrain.outputs import CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME
 
 PROVENANCE_NAME = "provenance.json"

@@ -5,6 +5,8 @@ Each subclasses ``ValueError`` (through ``ElmoError``; the not-found one also
 every message names the file and the option or dataset at fault.
 """
 
+import errno
+
 
 class ElmoError(ValueError):
     """Base class of spacy-elmo's input errors."""
@@ -26,12 +28,29 @@ class ElmoFileNotFoundError(ElmoError, FileNotFoundError):
     """A file the user named does not exist."""
 
 
+class ElmoPermissionError(ElmoError, PermissionError):
+    """A file the user named that this user may not read."""
+
+
 class ElmoInputError(ElmoError, TypeError):
     """Sentences given to the biLM that are not lists of token strings."""
 
 
 class ElmoNoWeightsError(ElmoError):
     """The biLM has no weights yet."""
+
+
+class ElmoDiskFullError(OSError, ElmoError):
+    """No space left for a write to ``filename``: found before it (``detail`` says how much is free
+    and needed) or by a write that filled the disk. An ``OSError`` with errno ENOSPC, as the file
+    system's own, so callers that handle that keep working."""
+
+    def __init__(self, path: object, detail: str = "") -> None:
+        super().__init__(errno.ENOSPC, "No space left on device", str(path))
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"no space left on device for {self.filename}" + (f" ({self.detail})" if self.detail else "")
 
 
 class ElmoLockedError(ElmoError):

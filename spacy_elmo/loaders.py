@@ -14,7 +14,7 @@ from .bilm import ElmoBiLM
 from .bilm.elmo_bilm import WEIGHTS_NAME, check_bilm_dir
 from .bilm.options import BILM_DIR_HINT
 from .errors import ElmoError
-from .io import require_file
+from .file_safety import require_file
 
 PathLike = Union[str, Path]
 # The English biLM that ships with the package (built by the project's `all` workflow).

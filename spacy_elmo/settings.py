@@ -49,7 +49,8 @@ class ElmoSettings(KeptOnLoad):
     """``precision``: "fp32" (exact), "int8" or "bf16" (inference only; see bilm/precision.py),
     checked for ``device``, where the biLM runs; ``max_segment_length``: the biLM's window;
     ``cache_size_mb``: memory for cached biLM outputs (0: none); ``store``, ``store_dtype``,
-    ``token_mix``: what the Doc keeps (``doc_data.DocStore``)."""
+    ``token_mix``: what the Doc keeps (``doc_data.DocStore``); ``vector_hooks``: whether spaCy's
+    ``.vector``/``.similarity`` give the stored token mix (``pipeline/extensions.py``)."""
 
     precision: str = "fp32"
     device: str = "cpu"
@@ -58,6 +59,7 @@ class ElmoSettings(KeptOnLoad):
     store: str = "all"
     store_dtype: str = "float32"
     token_mix: Optional[Tuple[float, ...]] = None
+    vector_hooks: bool = True
 
     def changed(self, device: Device, prefix: str = "", **changes: Any) -> "ElmoSettings":
         """These settings with ``changes``, all checked where the biLM runs, ``device``
@@ -80,6 +82,8 @@ class ElmoSettings(KeptOnLoad):
             raise ElmoError(f"{prefix}cache_size_mb must be a number of megabytes (0: no cache), got {cache!r}")
         if cache < 0:
             raise ElmoError(f"{prefix}cache_size_mb must be >= 0, got {cache}")
+        if not isinstance(self.vector_hooks, bool):
+            raise ElmoError(f"{prefix}vector_hooks must be true or false, got {self.vector_hooks!r}")
         check_precision(self.precision, f"{prefix}precision", device=self.device)
         length = self.max_segment_length
         if not isinstance(length, int) or isinstance(length, bool) or length < 1:

@@ -1,4 +1,6 @@
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -124,3 +126,25 @@ def zip_equal(*sequences):
     lengths = [len(s) for s in sequences]
     assert len(set(lengths)) == 1, f"lengths differ: {lengths}"
     return zip(*sequences)
+
+
+def _tmpfs(tmp_path, options):
+    """A tmpfs mounted with ``options`` (root only), unmounted afterwards."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)]).returncode:
+        pytest.skip("needs root and tmpfs (the monkeypatched tests cover the rest)")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A 64 KiB tmpfs: a disk that fills."""
+    yield from _tmpfs(tmp_path, "size=64k")
+
+
+@pytest.fixture
+def read_only_tmpfs(tmp_path):
+    """A read-only tmpfs: an output place not even root may write."""
+    yield from _tmpfs(tmp_path, "ro,size=64k")

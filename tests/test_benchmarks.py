@@ -238,3 +238,9 @@ def test_bench_doc_size_prints_bytes_per_token_for_each_store(tmp_path):
     # every layer, 4 bytes a value before DocBin's zlib (which gains little on float noise)
     assert sizes["store=all store_dtype=float32"] > floor + 3 * width
     assert sizes["store=all store_dtype=float16"] < sizes["store=all store_dtype=float32"]
+
+
+def test_float64_drift_prints_each_float32_run_against_float64():
+    out = run_benchmark("float64_drift.py", "--lengths", "5", threads=())
+    for name in ("text", "Berlin x N"):
+        assert re.search(rf"^ *{name} +5( +[0-9.]+e[-+][0-9]+){{5}}$", out, re.M), out

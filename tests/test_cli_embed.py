@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import h5py
 import numpy
@@ -172,8 +173,54 @@ def test_spacy_tokenizer_option(files):
     text.write_text("Don't split me naively.\n", encoding="utf8")
     data, _ = read_output_after(run_embed, (tmp, options, weights, text), "tok.hdf5", "--spacy-tokenizer", "en")
     assert data["0"].shape[1] == 6  # Do n't split me naively .
+    # The rows' tokens are stored beside them: sentence_to_index holds only the line.
+    assert read_tokens(tmp / "tok.hdf5") == {"0": ["Do", "n't", "split", "me", "naively", "."]}
     plain, _ = read_output_after(run_embed, (tmp, options, weights, text), "plain.hdf5")
     assert plain["0"].shape[1] == 4
+    assert read_tokens(tmp / "plain.hdf5") == {"0": ["Don't", "split", "me", "naively."]}
+
+
+def read_tokens(path):
+    """Each dataset's ``tokens`` attribute: its rows' tokens."""
+    with h5py.File(path, "r") as f:
+        return {k: json.loads(f[k].attrs["tokens"]) for k in f if k != "sentence_to_index"}
+
+
+def test_the_final_progress_line_is_shown_once(files, monkeypatch):
+    """It was shown twice: by the last batch's update, then again by the bar's close."""
+    tmp, options, weights, text = files
+    original = ElmoBiLM.embed_batch
+
+    def slow(self, *args, **kwargs):  # past tqdm's 0.1 s between refreshes: each update shows
+        time.sleep(0.15)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ElmoBiLM, "embed_batch", slow)
+    result = run_embed(options, weights, text, tmp / "o.hdf5", "--batch-size", "4")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("4/7") == 1 and result.output.count("7/7") == 1, result.output
+
+
+def test_embed_names_the_biLM_it_used_once(files):
+    tmp, options, weights, text = files
+    sha = ElmoBiLM.from_files(options, weights).content_sha256()
+    result = run_embed(options, weights, text, tmp / "o.hdf5")
+    assert result.exit_code == 0, result.output
+    named = f"embed: using {options} + {weights} (bilm-tf format), content sha256 {sha}"
+    assert result.output.count("embed: using") == 1 and named in result.output, result.output
+    result = CliRunner().invoke(app, ["embed", str(text), str(tmp / "d.hdf5"), "--bilm-dir", str(tmp)])
+    assert f"embed: using {tmp} (bilm-tf format), content sha256 {sha}" in result.output, result.output
+
+
+def test_embed_names_an_elmoformanylangs_biLM_and_its_format(files, tmp_path):
+    pytest.importorskip("elmoformanylangs")  # builds the directory (the test extra has it)
+    from .efml_models import make_efml_dir
+
+    model_dir = make_efml_dir(tmp_path / "efml", 5)
+    sha = ElmoBiLM.from_efml(model_dir).content_sha256()
+    result = CliRunner().invoke(app, ["embed", str(files[3]), str(tmp_path / "o.hdf5"), "--bilm-dir", str(model_dir)])
+    assert result.exit_code == 0, result.output
+    assert f"embed: using {model_dir} (ELMoForManyLangs format), content sha256 {sha}" in result.output
 
 
 def test_module_entry_point(files):
@@ -214,6 +261,8 @@ def test_without_weight_options_the_bundled_biLM_embeds(files):
     expected = bundled.embed_batch([LINES[0].split()])[0][-1]
     numpy.testing.assert_allclose(data["0"], expected, atol=1e-5)
     assert data["0"].shape == (5, bundled.options.output_dim)
+    named = f"embed: using the bundled biLM ({DEFAULT_BILM_DIR}, bilm-tf format), content sha256 "
+    assert named + bundled.content_sha256() in result.output
 
 
 @pytest.mark.parametrize(
@@ -346,6 +395,7 @@ def test_a_finished_part_is_kept_when_the_shared_run_is_rerun(files, monkeypatch
     assert len(merged) == len(LINES) and len(index) == len(set(LINES))
     for k, array in enumerate(expected):
         numpy.testing.assert_allclose(merged[str(k)], array, atol=1e-5)
+    assert read_tokens(out) == {str(k): line.split() for k, line in enumerate(LINES)}  # the merge keeps them
     assert not part.exists()
 
 

@@ -54,3 +54,22 @@ def test_embed_help_points_to_its_docs_page():
     """It once said "see `embed`'s module docs", which a user of the command line cannot open."""
     text, _ = run_help(["embed", "--help"])
     assert "docs/embed.md" in text and "module docs" not in text
+
+
+@pytest.mark.parametrize("command", ["embed", "pretrain", "perplexity", "convert-checkpoint"])
+def test_each_commands_arguments_are_named_alike_and_none_looks_like_options(command):
+    """convert-checkpoint's usage once read `[OPTIONS] {CKPT_PREFIX} {OPTIONS} {OUT_DIR}`: an argument
+    named OPTIONS beside the options, and upper case where embed's are lower case."""
+    import re
+
+    text, _ = run_help([command, "--help"])
+    usage = text.split(f"Usage: python -m spacy_elmo {command} [OPTIONS] ")[1].split("  ")[0]
+    arguments = re.findall(r"\{([^}]*)\}", usage)
+    assert arguments and all(re.fullmatch(r"[a-z_]+", name) for name in arguments), usage
+    assert not any(name == "options" for name in arguments)
+
+
+def test_convert_checkpoints_usage_names_its_three_arguments():
+    text, _ = run_help(["convert-checkpoint", "--help"])
+    assert "[OPTIONS] {checkpoint_prefix} {options_file} {output_dir}" in text
+    assert "checkpoint_prefix <path> The checkpoint prefix" in text and "OPTIONS <path>" not in text

@@ -140,6 +140,23 @@ def test_elmo_configs_train_with_spacy_train(corpus, tmp_path, config, train, co
     assert nlp.vocab.vectors.shape[0] > 0 if with_vectors else nlp.vocab.vectors.shape[0] == 0
 
 
+def test_spacy_train_says_once_that_the_frozen_biLM_fills_its_cache(corpus, tmp_path):
+    """The first epoch's cache filling was minutes of silence; 2 steps: the message once."""
+    elmo_paths = [
+        "--paths.elmo_options",
+        str(corpus / "options.json"),
+        "--paths.elmo_weights",
+        str(corpus / "weights.hdf5"),
+    ]
+    steps = ["--training.max_steps", "2", "--training.eval_frequency", "1"]
+    command = train_command("ner_elmo.cfg", "ner.spacy", corpus, tmp_path, *elmo_paths, steps=steps)
+    proc = subprocess.run(command, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    said = "[INFO] elmo: the frozen biLM runs once over each training sentence and caches its layers"
+    assert proc.stderr.count(said) == 1, proc.stderr[-3000:]
+    assert "elmo:" not in proc.stdout  # spaCy's table is left as it was
+
+
 @pytest.mark.parametrize(
     "config,train,extra",
     [

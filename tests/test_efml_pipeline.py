@@ -79,3 +79,24 @@ def test_serialized_efml_bilm_round_trips_and_is_checked(efml_dir):
     del msg["sha256"]  # as pipelines saved before the checksum: the vocabulary is still checked
     with pytest.raises(ElmoWeightsError, match="word.dic vocabulary is not a map of tokens to distinct ids"):
         deserialize_bilm(None, srsly.msgpack_dumps(msg), bilm.device)
+
+
+def test_a_save_from_before_lstm_bias_keeps_its_vectors(efml_dir):
+    """Saves made while the LSTM bias was held less bilm-tf's forget offset (no ``lstm_bias``
+    in their settings) get the offset back once, as that code added it at run time."""
+    from spacy_elmo.io import arrays_sha256
+
+    bilm = ElmoBiLM.from_efml(efml_dir)
+    msg = srsly.msgpack_loads(serialize_bilm(bilm))
+    del msg["efml"]["lstm_bias"]
+    for name, array in list(msg["arrays"].items()):
+        if name.startswith("bilstm.") and name.endswith(".bias"):
+            cells = array.shape[0] // 4
+            held = array.copy()
+            held[cells : 2 * cells] -= 1.0  # the forget block, as the old code held it
+            msg["arrays"][name] = held
+    msg["sha256"] = arrays_sha256(msg["arrays"], [msg["options"], msg["efml"]])
+    legacy = deserialize_bilm(None, srsly.msgpack_dumps(msg), bilm.device)
+    assert any(name.startswith("bilstm.") for name in msg["arrays"])
+    for a, b in zip(legacy.embed_batch(SENTENCES), bilm.embed_batch(SENTENCES)):
+        numpy.testing.assert_allclose(a, b, atol=1e-6, rtol=0)  # not 1.0 off in the forget gates

@@ -1,6 +1,8 @@
 """`embed` against hostile inputs and environments (issue 61): another run on the same
 output, replaced weights, an output that is the input, a full disk, stray torchrun variables."""
 
+import builtins
+import errno
 import json
 import os
 import subprocess
@@ -8,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import h5py
 import numpy
 import pytest
 from typer.testing import CliRunner
@@ -17,6 +20,7 @@ from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.cli import app, embed_writer
 from spacy_elmo.cli import embed as embed_module
 from spacy_elmo.cli.embed_writer import progress_path
+from spacy_elmo.file_safety import SPARE_BYTES
 
 from . import test_cli_embed
 from .conftest import crash_embed_on_batch, tiny_bilm
@@ -146,14 +150,15 @@ def test_an_output_that_is_the_input_is_refused_and_the_input_kept(files, monkey
     assert len(result.output.strip().splitlines()) == 1 and text.read_bytes() == before
 
 
-@pytest.mark.parametrize("how", ["--weight-file", "--bilm-dir", "partial"])
+@pytest.mark.parametrize("how", ["--weight-file", "--bilm-dir", "partial", "lock"])
 def test_an_output_whose_files_are_the_biLMs_or_the_input_is_refused(files, how):
+    """The lock file too: taking it once emptied and removed an input of that name."""
     tmp, options, weights, text = files
     source = ["--options-file", str(options), "--weight-file", str(weights)]
     if how == "--bilm-dir":
         source = ["--bilm-dir", str(tmp)]
-    if how == "partial":
-        text = text.rename(tmp / "input.txt.x.partial")
+    if how in ("partial", "lock"):
+        text = text.rename(tmp / f"input.txt.x.{how}")
     out, kept, message = {
         "--weight-file": (weights, weights, f"OUTPUT_FILE {weights} is the --weight-file {weights}"),
         "--bilm-dir": (weights, weights, f"OUTPUT_FILE {weights} is the weights.hdf5 of --bilm-dir {weights}"),
@@ -162,7 +167,14 @@ def test_an_output_whose_files_are_the_biLMs_or_the_input_is_refused(files, how)
             text,
             f"OUTPUT_FILE {tmp / 'input.txt.x'}'s working file {text.name} is the input file {text}",
         ),
-    }[how]
+    }.get(
+        how,
+        (
+            tmp / "input.txt.x",
+            text,
+            f"OUTPUT_FILE {tmp / 'input.txt.x'}'s lock file {text.name} is the input file {text}",
+        ),
+    )
     before = kept.read_bytes()
     result = CliRunner().invoke(app, ["embed", str(text), str(out), *source, "--overwrite"])
     assert result.exit_code == 1 and f"error: {message}: writing it would replace" in result.output, result.output
@@ -237,10 +249,10 @@ def test_a_disk_filling_up_stops_with_one_line_and_the_rerun_resumes(files, monk
     def filling(path):  # room for the first two batches only
         usage = real(path)
         writes.append(path)
-        free = embed_writer.SPARE_BYTES + (1 << 20 if len(writes) <= 3 else 100)  # the opening, 2 batches
+        free = SPARE_BYTES + (1 << 20 if len(writes) <= 3 else 100)  # the opening, 2 batches
         return usage._replace(free=free)
 
-    monkeypatch.setattr(embed_writer.shutil, "disk_usage", filling)
+    monkeypatch.setattr(shutil, "disk_usage", filling)
     out = tmp / "o.hdf5"
     result = run_embed(options, weights, text, out, "--batch-size", "2")
     assert result.exit_code == 1
@@ -248,7 +260,7 @@ def test_a_disk_filling_up_stops_with_one_line_and_the_rerun_resumes(files, monk
     assert line == result.output.strip().splitlines()[-1:]  # one line, after the progress bar
     assert line[0].startswith(f"error: no space left on device for {embed_writer.partial_path(out)}: free some")
     assert "it resumes from the last checkpoint (8.0 MiB free; the next write needs 0.0" in line[0]
-    assert line[0].endswith(" MiB and embed keeps 8 MiB spare)")
+    assert line[0].endswith(" MiB and 8 MiB is kept spare)")
     assert json.loads(progress_path(out).read_text())["done_batches"] == 2
     monkeypatch.undo()
     assert run_embed(options, weights, text, out, "--batch-size", "2").exit_code == 0
@@ -257,11 +269,9 @@ def test_a_disk_filling_up_stops_with_one_line_and_the_rerun_resumes(files, monk
 
 
 def test_an_enospc_from_the_writer_is_one_line(files, monkeypatch):
-    import errno
-
     tmp, options, weights, text = files
 
-    def full(out, batch, vectors, layers):
+    def full(out, batch, vectors, plan):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(embed_writer, "write_batch", full)
@@ -270,17 +280,6 @@ def test_an_enospc_from_the_writer_is_one_line(files, monkeypatch):
     assert result.exit_code == 1 and "Traceback" not in result.output
     last = result.output.strip().splitlines()[-1]  # one line, after the progress bar
     assert last.startswith(f"error: no space left on device for {embed_writer.partial_path(out)}: free some")
-
-
-@pytest.fixture
-def tiny_tmpfs(tmp_path):
-    """A 64 KiB tmpfs (root only), unmounted afterwards."""
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)]).returncode:
-        pytest.skip("needs root and tmpfs (the monkeypatched tests above cover the rest)")
-    yield mount
-    subprocess.run(["umount", str(mount)], check=True)
 
 
 def test_a_full_tmpfs_is_one_line_not_tracebacks_or_a_segfault(files, tiny_tmpfs):
@@ -382,3 +381,110 @@ def test_pretraining_decides_the_same_way(monkeypatch):
         setup_distributed(torch.device("cpu"))
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert setup_distributed(torch.device("cpu")).world_size == 1
+
+
+# Every file each format reads a biLM from, as the guard's message names it.
+BILM_TF_FILES = {"options.json": "options.json", "weights.hdf5": "weights.hdf5"}
+EFML_FILES = {
+    "config.json": "config.json",
+    "network.json": "network config (config.json's config_path)",
+    "char.dic": "char.dic",
+    "word.dic": "word.dic",
+    "token_embedder.pkl": "token_embedder.pkl",
+    "encoder.pkl": "encoder.pkl",
+}
+
+
+def refused_as_output(text, out, source, what, path):
+    """`embed --overwrite` onto ``out``, a file of the biLM ``source`` names: one line naming it, no load."""
+    before = out.read_bytes()
+    result = CliRunner().invoke(app, ["embed", str(text), str(out), *source, "--overwrite"])
+    assert result.exit_code == 1, result.output
+    assert f"error: OUTPUT_FILE {out} is {what} {path}: writing it would replace" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and out.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", sorted(BILM_TF_FILES))
+@pytest.mark.parametrize("how", ["--options-file/--weight-file", "--bilm-dir", "the bundled biLM"])
+def test_no_file_of_a_bilm_tf_biLM_can_be_the_output(files, monkeypatch, how, name):
+    tmp, options, weights, text = files
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    if how == "--options-file/--weight-file":
+        out = {"options.json": options, "weights.hdf5": weights}[name]
+        what = {"options.json": "the --options-file", "weights.hdf5": "the --weight-file"}[name]
+        refused_as_output(text, out, ["--options-file", str(options), "--weight-file", str(weights)], what, out)
+        return
+    directory = tmp if how == "--bilm-dir" else spacy_elmo.loaders.DEFAULT_BILM_DIR
+    if not (directory / name).is_file():
+        pytest.skip("this install has no bundled biLM")
+    source = ["--bilm-dir", str(tmp)] if how == "--bilm-dir" else []
+    what = f"the {name} of --bilm-dir" if source else f"the {name} of the bundled biLM"
+    refused_as_output(text, directory / name, source, what, directory / name)
+
+
+@pytest.mark.parametrize("name", sorted(EFML_FILES))
+@pytest.mark.parametrize("config_path", ["network.json", "/trained/elsewhere/network.json"])
+def test_no_file_of_an_elmoformanylangs_directory_can_be_the_output(files, monkeypatch, tmp_path, name, config_path):
+    """It once replaced encoder.pkl (and every file but a bilm-tf directory's two) with the HDF5 output."""
+    pytest.importorskip("elmoformanylangs")  # builds the directory (the test extra has it)
+    from .efml_models import make_efml_dir
+
+    text = files[3]
+    model_dir = make_efml_dir(tmp_path / "efml", 3, **{"token_embedder.word_dim": 3, "token_embedder.char_dim": 4})
+    (model_dir / "config.json").write_text(json.dumps({"config_path": config_path}), encoding="utf8")
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    what = f"the {EFML_FILES[name]} of --bilm-dir"
+    refused_as_output(text, model_dir / name, ["--bilm-dir", str(model_dir)], what, model_dir / name)
+
+
+def deny_reading(monkeypatch, denied):
+    """Opening ``denied`` raises what it raises for a user without read access (chmod 000 as
+    anyone but root: the tests run as root, whom the mode does not stop)."""
+    real_open = builtins.open
+
+    def guarded_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and Path(file).resolve() == denied.resolve():
+            raise PermissionError(errno.EACCES, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    def guarded_is_hdf5(name):  # h5py opens the file itself, not through Python's open
+        if Path(name).resolve() == denied.resolve():
+            raise PermissionError(errno.EACCES, "Permission denied", str(name))
+        return real_is_hdf5(name)
+
+    real_is_hdf5 = h5py.is_hdf5
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    monkeypatch.setattr(h5py, "is_hdf5", guarded_is_hdf5)
+
+
+@pytest.mark.parametrize("name,what", [("weights.hdf5", "weight file"), ("options.json", "options file")])
+def test_a_biLM_file_this_user_cannot_read_is_one_line_naming_it(files, monkeypatch, name, what):
+    """An unreadable weights.hdf5 once gave PermissionError's traceback from h5py.is_hdf5."""
+    tmp, options, weights, text = files
+    deny_reading(monkeypatch, tmp / name)
+    result = run_embed(options, weights, text, tmp / "o.hdf5")
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"error: {what} {tmp / name} cannot be read: permission denied" in result.output
+    assert not list(tmp.glob("o.hdf5*"))
+
+
+def test_an_input_this_user_cannot_read_is_one_line_naming_it(files, monkeypatch):
+    tmp, options, weights, text = files
+    deny_reading(monkeypatch, text)
+    monkeypatch.setattr(embed_module, "load_bilm", lambda **kwargs: pytest.fail("weights were loaded"))
+    result = run_embed(options, weights, text, tmp / "o.hdf5")
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"error: the input {text} cannot be read: permission denied" in result.output
+
+
+@pytest.mark.parametrize("name", ["config.json", "network.json", "char.dic", "encoder.pkl"])
+def test_an_elmoformanylangs_file_this_user_cannot_read_is_one_line_naming_it(files, monkeypatch, tmp_path, name):
+    pytest.importorskip("elmoformanylangs")  # builds the directory (the test extra has it)
+    from .efml_models import make_efml_dir
+
+    text = files[3]
+    model_dir = make_efml_dir(tmp_path / "efml", 3, **{"token_embedder.char_dim": 4})
+    deny_reading(monkeypatch, model_dir / name)
+    result = CliRunner().invoke(app, ["embed", str(text), str(tmp_path / "o.hdf5"), "--bilm-dir", str(model_dir)])
+    assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"{model_dir / name} cannot be read: permission denied" in result.output

@@ -389,7 +389,9 @@ def test_replace_listeners(weight_files, tmp_path, concat, path):
 
 def test_listener_width_conflict_is_explained(weight_files):
     nlp = make_nlp(weight_files, ner_listener=listener(width=32))
-    with pytest.raises(ElmoError, match="listener was configured for width 32, but the biLM gives 16"):
+    with pytest.raises(
+        ElmoError, match="listener of 'ner' was configured for width 32 .* component 'elmo' gives width 16"
+    ):
         nlp.initialize(lambda: examples(nlp))
 
 
@@ -635,3 +637,69 @@ def test_a_listener_of_any_upstream_reads_the_last_elmo_before_it_and_leaves_not
     both = list(nlp.get_pipe("elmo2").pipe(nlp.get_pipe("elmo").pipe([nlp.make_doc(TEST_TEXTS[0])])))
     tok2vec = ner.model.get_ref("tok2vec")
     numpy.testing.assert_allclose(tok2vec.predict(both)[0], tok2vec.predict(alone)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_two_elmo_components_of_different_widths_under_one_any_upstream_listener_are_named(weight_files, tmp_path):
+    """upstream "*" links the listener to both elmo components: the second one's width used to be
+    blamed on the listener's own width setting, which was null."""
+    options24, weights24 = tmp_path / "options24.json", tmp_path / "weights24.hdf5"
+    tiny_bilm(seed=42, projection_dim=12).to_files(options24, weights24)
+    nlp = make_nlp(weight_files)  # elmo (width 16) and ner, whose listener has upstream "*"
+    nlp.add_pipe(
+        "elmo", name="elmo24", config={"options_file": str(options24), "weight_file": str(weights24)}, after="elmo"
+    )
+    with pytest.raises(ElmoError) as info:
+        nlp.initialize(lambda: examples(nlp))
+    message = str(info.value)
+    assert (
+        "'ner'" in message and "'elmo' (width 16, 3 layers)" in message and "'elmo24' (width 24, 3 layers)" in message
+    )
+    assert 'upstream "*"' in message and "set the listener's upstream to one of these names" in message
+    assert "to null" not in message and "\n" not in message
+
+
+def cache_fill_lines(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "spacy.elmo"]
+
+
+def test_a_frozen_biLM_says_once_that_it_fills_its_cache_then_progress_then_when_the_cache_serves(weight_files, caplog):
+    """spacy train printed nothing for minutes while the first epoch filled the layer cache."""
+    nlp = make_nlp(weight_files)
+    now = [0.0]
+    nlp.get_pipe("elmo")._cache_fill.clock = lambda: now[0]
+    optimizer, _ = train(nlp, steps=1)
+    (started,) = cache_fill_lines(caplog)
+    assert started.startswith("elmo: the frozen biLM runs once over each training sentence and caches its layers")
+    others = [Example.from_dict(nlp.make_doc(text), {}) for text in TEST_TEXTS]
+    nlp.update(others, sgd=optimizer)  # before a minute has passed: nothing more
+    assert len(cache_fill_lines(caplog)) == 1
+    now[0] = 61.0
+    nlp.update([Example.from_dict(nlp.make_doc("Another new sentence ."), {})], sgd=optimizer)
+    progress = cache_fill_lines(caplog)[1]
+    assert (
+        progress
+        == "elmo: filling the layer cache: 7 training docs so far, 7 segments computed, 0 read from the cache (0 of 1024 MB)"
+    )
+    nlp.update(examples(nlp), sgd=optimizer)  # every sentence cached
+    assert cache_fill_lines(caplog)[2].startswith("elmo: the layer cache serves the training batches now: 7 segments")
+    now[0] = 1000.0
+    nlp.update(others, sgd=optimizer)
+    nlp("Alice visited Paris again .")
+    list(nlp.pipe(["A sentence never seen .", "And one more ."]))
+    assert len(cache_fill_lines(caplog)) == 3  # said once; prediction says nothing
+
+
+@pytest.mark.parametrize("cache_size_mb,ending", [(0, "has no layer cache"), (0.002, "the layer cache is full")])
+def test_a_frozen_biLM_without_room_to_cache_says_so_once(weight_files, caplog, cache_size_mb, ending):
+    nlp = make_nlp(weight_files, cache_size_mb=cache_size_mb)
+    optimizer, _ = train(nlp, steps=4)
+    lines = cache_fill_lines(caplog)
+    assert sum(ending in line for line in lines) == 1 and len(lines) == (1 if cache_size_mb == 0 else 2)
+
+
+def test_prediction_alone_never_reports_the_cache(weight_files, caplog):
+    nlp = make_nlp(weight_files)
+    nlp.initialize(lambda: examples(nlp))
+    list(nlp.pipe(TEST_TEXTS))
+    nlp(TEST_TEXTS[0])
+    assert cache_fill_lines(caplog) == []

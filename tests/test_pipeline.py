@@ -1,5 +1,6 @@
 """The `elmo` component through `nlp`: annotations, storage, segments, serialization."""
 
+import pickle
 import re
 
 import numpy
@@ -629,3 +630,91 @@ def test_a_cache_size_that_is_not_a_number_is_refused():
     for bad in (True, None, [10]):
         with pytest.raises(ElmoError, match=expected + re.escape(repr(bad))):
             elmo_component(cache_size_mb=bad)
+
+
+# -- spaCy's own vector API: Token/Span/Doc .vector, .has_vector, .similarity -------------
+def cosine(a, b) -> float:
+    return float(numpy.dot(a, b) / (numpy.linalg.norm(a) * numpy.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("store,dtype", [("all", "float32"), ("all", "float16"), ("mix", "float32")])
+def test_spacy_vectors_are_the_elmo_mix_and_similarity_their_cosine_without_warnings(
+    weight_files, store, dtype, recwarn
+):
+    nlp = make_nlp(weight_files, store=store, store_dtype=dtype, token_mix=[0.0, 1.0, 3.0])
+    doc, other = nlp(TEXTS[1]), nlp(TEXTS[0])
+    mixes = numpy.stack([token._.elmo for token in doc])
+    assert doc.has_vector and doc[3].has_vector and doc[2:5].has_vector and not doc[2:2].has_vector
+    numpy.testing.assert_array_equal(doc[3].vector, doc[3]._.elmo)
+    numpy.testing.assert_allclose(doc[2:5].vector, mixes[2:5].mean(axis=0), rtol=1e-6)
+    numpy.testing.assert_allclose(doc.vector, mixes.mean(axis=0), rtol=1e-6)
+    assert doc.vector.dtype == numpy.float32 and doc.vector.shape == (16,)
+    assert doc.vector_norm == pytest.approx(numpy.linalg.norm(mixes.mean(axis=0)), rel=1e-6)
+    assert doc[2:2].vector.shape == (16,) and not doc[2:2].vector.any()
+    assert doc.similarity(other) == pytest.approx(cosine(doc.vector, other.vector), rel=1e-6)
+    assert doc[2:5].similarity(other[0:3]) == pytest.approx(cosine(doc[2:5].vector, other[0:3].vector), rel=1e-6)
+    assert doc[3].similarity(other[2]) == pytest.approx(cosine(doc[3].vector, other[2].vector), rel=1e-6)
+    assert doc[3].similarity(doc) == pytest.approx(cosine(doc[3].vector, doc.vector), rel=1e-6)
+    assert 0 < abs(doc.similarity(other)) < 1  # the contextual cosine, not spaCy's 0.0 or 1.0
+    numpy.testing.assert_array_equal(doc.copy().vector, doc.vector)  # a copy keeps the hooks and the mix
+    assert not doc[1:].as_doc().has_vector  # spaCy's as_doc keeps the hooks but not doc.user_data
+    numpy.testing.assert_array_equal(pickle.loads(pickle.dumps(doc)).vector, doc.vector)
+    assert not [str(w.message) for w in recwarn.list]  # neither W007 nor W008
+
+
+def test_the_same_word_in_two_contexts_is_not_similarity_1(weight_files):
+    nlp = make_nlp(weight_files)
+    a, b = nlp("the bank of the river"), nlp("a bank lends money")
+    assert a[1].text == b[1].text and a[1].similarity(b[1]) == pytest.approx(cosine(a[1].vector, b[1].vector))
+    assert a[1].similarity(b[1]) < 0.9999
+
+
+def test_store_none_or_the_switch_off_leave_spacys_own_vectors(weight_files):
+    for settings in ({"store": "none"}, {"vector_hooks": False}):
+        doc = make_nlp(weight_files, **settings)(TEXTS[0])
+        assert not doc.user_hooks and not doc.user_token_hooks and not doc.user_span_hooks
+        assert not doc.has_vector and doc[0].vector.shape == (0,)
+        with pytest.warns(UserWarning) as caught:
+            assert doc.similarity(doc[0:2]) == 0.0
+        assert [str(w.message)[:6] for w in caught] == ["[W007]", "[W008]"]
+
+
+def test_static_vectors_win_over_the_elmo_mix(weight_files):
+    nlp = make_nlp(weight_files)
+    nlp.vocab.set_vector("Alice", numpy.arange(5, dtype="float32"))
+    doc = nlp(TEXTS[0])
+    assert not doc.user_hooks and not doc.user_token_hooks and not doc.user_span_hooks
+    numpy.testing.assert_array_equal(doc[0].vector, numpy.arange(5, dtype="float32"))
+    assert doc._.elmo_layers.shape == (3, len(doc), 16)  # the layers are still there
+
+
+def test_the_vector_switch_is_a_setting_saved_and_loaded_with_the_pipeline(weight_files, tmp_path):
+    nlp = make_nlp(weight_files)
+    assert nlp.get_pipe("elmo").cfg["vector_hooks"] is True
+    nlp.to_disk(tmp_path / "on")
+    loaded = spacy.load(tmp_path / "on")
+    doc = loaded(TEXTS[0])
+    numpy.testing.assert_array_equal(doc[1].vector, doc[1]._.elmo)
+    off = spacy.load(tmp_path / "on", config={"components": {"elmo": {"vector_hooks": False}}})
+    assert off.get_pipe("elmo").cfg["vector_hooks"] is False and not off(TEXTS[0]).has_vector
+    off.to_disk(tmp_path / "off")
+    assert spacy.load(tmp_path / "off").config["components"]["elmo"]["vector_hooks"] is False
+    assert not spacy.load(tmp_path / "off")(TEXTS[0]).user_token_hooks
+    with pytest.raises(ElmoError, match="elmo vector_hooks must be true or false, got 'yes'"):
+        elmo_component(vector_hooks="yes")
+
+
+def test_a_docbin_keeps_the_mix_but_not_the_hooks_which_add_vector_hooks_restores(weight_files):
+    from spacy.tokens import DocBin
+
+    from spacy_elmo.pipeline import add_vector_hooks
+
+    nlp = make_nlp(weight_files, store="mix")
+    doc = nlp(TEXTS[0])
+    (back,) = DocBin(store_user_data=True, docs=[doc]).get_docs(nlp.vocab)
+    assert not back.user_token_hooks  # spaCy's DocBin does not carry user hooks
+    add_vector_hooks(back)
+    numpy.testing.assert_array_equal(back[2].vector, doc[2].vector)
+    assert back.similarity(doc) == pytest.approx(1.0, rel=1e-6)
+    with pytest.raises(ElmoError, match="carries no ELMo vectors"):
+        add_vector_hooks(nlp.make_doc("no elmo here"))

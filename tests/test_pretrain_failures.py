@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.io import atomic_path, read_jsonl
+from spacy_elmo.file_safety import atomic_path, read_jsonl
 from spacy_elmo.pretrain import Corpus, load_config, pretrain
 from spacy_elmo.pretrain import train as train_module
 from spacy_elmo.pretrain.outputs import load_checkpoint
@@ -207,7 +207,7 @@ def test_unreadable_starting_weights_are_named(tmp_path, text_files, monkeypatch
 
 # -- 10: a full disk --------------------------------------------------------
 def _disk_with(monkeypatch, free_bytes):
-    """shutil.disk_usage (as io.py calls it) reporting ``free_bytes(path)`` free."""
+    """shutil.disk_usage (as file_safety.py calls it) reporting ``free_bytes(path)`` free."""
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda path: real(path)._replace(free=free_bytes(Path(path))))
 
@@ -220,7 +220,8 @@ def test_too_little_space_for_a_checkpoint_is_said_before_writing_it(tmp_path, t
         _pretrain(out, train)
     message = str(err.value)
     assert message.startswith(
-        f"no space left on device writing {out / 'checkpoint.pt'} (0.3 MiB free, about 1.3 MiB needed); "
+        f"no space left on device writing {out / 'checkpoint.pt'} (0.3 MiB free; the next write needs 0.3 MiB "
+        "and 8 MiB is kept spare); "
     )
     assert message.endswith("no checkpoint was written yet: free some space and rerun the same command")
     assert not (out / "checkpoint.pt").exists() and not list(out.glob(".*.tmp*"))

@@ -368,3 +368,155 @@ def test_options_that_are_not_bilm_tfs_are_refused_before_reading(tmp_path):
     with pytest.raises(ElmoOptionsError, match="options.json: missing section 'char_cnn'"):
         convert_checkpoint(FIXTURES / "two_layers", tmp_path / "options.json", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def convert_command(prefix, options, out):
+    """`convert-checkpoint` run as a user runs it: its exit code and output."""
+    result = CliRunner().invoke(app, ["convert-checkpoint", str(prefix), str(options), str(out)])
+    return result.exit_code, result.output
+
+
+def hidden_leftovers(directory):
+    return [p for p in os.listdir(directory) if p.startswith(".")]
+
+
+@pytest.mark.parametrize(
+    "place,problem",
+    [
+        ("under_a_file", "cannot be written: {tmp}/a_file is a file, not a directory"),
+        ("dangling_symlink", "is a symlink to nowhere, which does not exist: give a new directory"),
+        ("dot", "is the current directory (or holds it): give a new directory's name"),
+        ("unwritable", "cannot be written: Permission denied"),
+    ],
+)
+def test_an_output_place_that_cannot_be_written_is_one_line_naming_it(fresh, tmp_path, monkeypatch, place, problem):
+    prefix, held = fresh
+    write_checkpoint(prefix, held)
+    (tmp_path / "a_file").write_text("mine")
+    (tmp_path / "dangling").symlink_to("nowhere")
+    (tmp_path / "here").mkdir()
+    out = {"under_a_file": tmp_path / "a_file" / "out", "dangling_symlink": tmp_path / "dangling"}.get(
+        place, tmp_path / "out"
+    )
+    if place == "dot":
+        monkeypatch.chdir(tmp_path / "here")  # empty: once taken for a new directory to replace
+        out = Path(".")
+    if place == "unwritable":  # what chmod does to a user (root passes it): the probe is refused
+        real_touch = Path.touch
+
+        def forbidden(self, *args, **kwargs):
+            if self.parent == tmp_path and ".probe" in self.name:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_touch(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "touch", forbidden)
+    before = sorted(os.listdir(tmp_path))
+    code, output = convert_command(prefix, tmp_path / "options.json", out)
+    assert code == 1 and output.count("\n") == 1, output
+    assert output == f"error: output directory {out} {problem.format(tmp=tmp_path)}\n"
+    assert sorted(os.listdir(tmp_path)) == before and os.listdir(tmp_path / "here") == []
+
+
+def test_a_read_only_file_system_is_one_line(fresh, tmp_path, read_only_tmpfs):
+    prefix, held = fresh
+    write_checkpoint(prefix, held)
+    code, output = convert_command(prefix, tmp_path / "options.json", read_only_tmpfs / "out")
+    assert (code, output) == (
+        1,
+        f"error: output directory {read_only_tmpfs / 'out'} cannot be written: Read-only file system\n",
+    )
+
+
+def test_a_symlink_to_an_empty_directory_fills_that_directory(fresh, tmp_path):
+    prefix, held = fresh
+    write_checkpoint(prefix, held)
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to("real")
+    code, output = convert_command(prefix, tmp_path / "options.json", tmp_path / "link")
+    assert code == 0, output
+    assert (tmp_path / "link").is_symlink() and sorted(os.listdir(tmp_path / "real")) == [
+        "options.json",
+        "weights.hdf5",
+    ]
+    assert ElmoBiLM.from_dir(tmp_path / "link").options == ElmoOptions.from_file(tmp_path / "options.json")
+    assert not hidden_leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["not_utf8", "unreadable"])
+def test_a_save_directorys_checkpoint_list_that_cannot_be_read_is_one_line(fresh, tmp_path, monkeypatch, damage):
+    prefix, held = fresh
+    write_checkpoint(prefix, held)
+    listing = tmp_path / "checkpoint"
+    if damage == "not_utf8":
+        listing.write_bytes(b'model_checkpoint_path: "model.ckpt-\xff9"\n')
+        problem = "line 1: not valid UTF-8 (byte 0xff at byte offset 35): not TensorFlow's checkpoint list"
+    else:  # chmod 000 (root reads it anyway): its open is refused
+        listing.write_text(f'model_checkpoint_path: "{prefix.name}"\n')
+        real_open = Path.open
+
+        def forbidden(self, *args, **kwargs):
+            if self == listing:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_open(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "open", forbidden)
+        problem = ": cannot read the checkpoint list: Permission denied"
+    code, output = convert_command(tmp_path, tmp_path / "options.json", tmp_path / "out")
+    assert code == 1 and output.count("\n") == 1, output
+    assert output.startswith(f"error: {listing}{',' if damage == 'not_utf8' else ''}")
+    assert problem in output and output.rstrip().endswith("the name before .index)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_too_little_space_is_said_before_writing_and_nothing_is_left(fresh, tmp_path, monkeypatch):
+    import shutil
+
+    from spacy_elmo.file_safety import SPARE_BYTES
+
+    prefix, held = fresh
+    write_checkpoint(prefix, held)
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: real(path)._replace(free=SPARE_BYTES + 1000))
+    code, output = convert_command(prefix, tmp_path / "options.json", tmp_path / "out")
+    assert code == 1 and output.count("\n") == 1, output
+    assert output.startswith(f"error: no space left on device for {tmp_path / 'out' / 'weights.hdf5'} (8.0 MiB free; ")
+    assert output.endswith(" MiB and 8 MiB is kept spare)\n")
+    assert not (tmp_path / "out").exists() and not hidden_leftovers(tmp_path)
+
+
+def test_a_disk_that_fills_during_the_write_is_the_one_error_and_leaves_nothing(fresh, tmp_path, monkeypatch):
+    import spacy_elmo.bilm.tf_convert as tf_convert
+    from spacy_elmo.errors import ElmoDiskFullError
+
+    prefix, held = fresh
+    write_checkpoint(prefix, held)
+
+    def filling(arrays, path):  # what h5py raises as the disk fills under it
+        Path(path).write_bytes(b"half")
+        raise RuntimeError(f"Can't decrement id ref count (file write failed: filename = '{path}', errno = 28, ...)")
+
+    monkeypatch.setattr(tf_convert, "write_weights", filling)
+    with pytest.raises(ElmoDiskFullError) as err:
+        convert_checkpoint(prefix, tmp_path / "options.json", tmp_path / "out")
+    assert str(err.value) == f"no space left on device for {tmp_path / 'out' / 'weights.hdf5'}"
+    assert not (tmp_path / "out").exists() and not hidden_leftovers(tmp_path)
+
+
+def test_a_full_tmpfs_is_one_line_not_tracebacks_or_a_segfault(fresh, tmp_path, tiny_tmpfs):
+    import subprocess
+    import sys
+
+    prefix, held = fresh
+    write_checkpoint(prefix, held)
+    args = ["convert-checkpoint", str(prefix), str(tmp_path / "options.json"), str(tiny_tmpfs / "out")]
+    root = Path(__file__).parent.parent
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_elmo", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        timeout=300,
+    )
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert result.stderr.startswith(f"error: no space left on device for {tiny_tmpfs / 'out' / 'weights.hdf5'} (")
+    assert result.stderr.count("\n") == 1 and os.listdir(tiny_tmpfs) == []

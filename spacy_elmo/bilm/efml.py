@@ -16,10 +16,14 @@ A directory holds ``config.json`` (its ``config_path`` names the network config)
   characters and words are ``<oov>``; the char CNN runs over the whole padded width.
 
 The ``.pkl`` files are pickles: they are loaded with ``weights_only=True`` and must
-hold a plain dict of tensors, so no code in them ever runs.
+hold a plain dict of dense CPU tensors, so no code in them ever runs; in torch's zip
+format each member is first read through its CRC-32, which ``torch.load`` skips.
+Every size in the network config is bounded before anything is built from it.
 """
 
 import math
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -29,9 +33,10 @@ import torch
 from torch import Tensor
 
 from ..errors import ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError
-from ..io import iter_utf8_lines, read_json, require_file
+from ..file_safety import iter_utf8_lines, one_line_reason, read_json, require_file
 from .efml_configs import PACKAGED_CONFIGS, packaged_config
-from .options import ACTIVATIONS, ElmoOptions
+from .options import ACTIVATIONS, MAX_FILTER_COUNT, MAX_FILTERS, MAX_SIZES, ElmoOptions
+from .weights import MAX_PARAMETERS
 
 CONFIG_NAME = "config.json"
 CHAR_DIC = "char.dic"
@@ -44,6 +49,8 @@ EFML_DIR_HINT = (
     f"an ELMoForManyLangs model directory holds {CONFIG_NAME}, {CHAR_DIC} and/or {WORD_DIC}, "
     f"{TOKEN_EMBEDDER_NAME} and {ENCODER_NAME}"
 )
+# word_dim has no bilm-tf counterpart in MAX_SIZES; bounded as projection_dim is (released: 100).
+MAX_WORD_DIM = MAX_SIZES["projection_dim"]
 # Token rows kept by a vocabulary's lookup cache before it starts afresh.
 ROW_CACHE_SIZE = 200_000
 Shape = Tuple[int, ...]
@@ -86,11 +93,15 @@ class EfmlNetwork:
 
         enc, tok = section("encoder", "elmo"), section("token_embedder", "cnn")
 
-        def number(part: Dict[str, Any], where: str, key: str, low: int, kind: type = int) -> Any:
+        def number(part: Dict[str, Any], where: str, key: str, low: int, high: float, kind: type = int) -> Any:
             value: Any = part.get(key)
             ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
             if not ok or not math.isfinite(value) or value < low:
                 raise ElmoOptionsError(f"{source}: {where}.{key} must be a number >= {low}, got {value!r}")
+            if value > high:
+                raise ElmoOptionsError(
+                    f"{source}: {where}.{key} is {value!r}, above the sane bound {high} (a damaged file?)"
+                )
             return kind(value)
 
         activation = tok.get("activation")
@@ -98,23 +109,22 @@ class EfmlNetwork:
             raise ElmoOptionsError(
                 f"{source}: token_embedder.activation must be one of {ACTIVATIONS}, got {activation!r}"
             )
-        filters = tok.get("filters")
-        if not isinstance(filters, list) or not all(_is_pair(f) for f in filters):
-            raise ElmoOptionsError(
-                f"{source}: token_embedder.filters must be [width, n_filters] pairs, got {filters!r}"
-            )
         network = cls(
-            projection_dim=number(enc, "encoder", "projection_dim", 1),
-            lstm_dim=number(enc, "encoder", "dim", 1),
-            n_layers=number(enc, "encoder", "n_layers", 1),
-            cell_clip=number(enc, "encoder", "cell_clip", 0, float),
-            proj_clip=number(enc, "encoder", "proj_clip", 0, float),
+            # Every size is bounded here, before anything is built from it (issue 68: a billion
+            # highway layers made the expected parameter names run for minutes).
+            projection_dim=number(enc, "encoder", "projection_dim", 1, MAX_SIZES["projection_dim"]),
+            lstm_dim=number(enc, "encoder", "dim", 1, MAX_SIZES["lstm_dim"]),
+            n_layers=number(enc, "encoder", "n_layers", 1, MAX_SIZES["n_layers"]),
+            cell_clip=number(enc, "encoder", "cell_clip", 0, math.inf, float),
+            proj_clip=number(enc, "encoder", "proj_clip", 0, math.inf, float),
             activation=activation,
-            filters=[(int(w), int(n)) for w, n in filters],
-            n_highway=number(tok, "token_embedder", "n_highway", 0),
-            word_dim=number(tok, "token_embedder", "word_dim", 0),
-            char_dim=number(tok, "token_embedder", "char_dim", 0),
-            max_chars=number(tok, "token_embedder", "max_characters_per_token", 1),
+            filters=_filters(tok.get("filters"), source),
+            n_highway=number(tok, "token_embedder", "n_highway", 0, MAX_SIZES["n_highway"]),
+            word_dim=number(tok, "token_embedder", "word_dim", 0, MAX_WORD_DIM),
+            char_dim=number(tok, "token_embedder", "char_dim", 0, MAX_SIZES["char_dim"]),
+            max_chars=number(
+                tok, "token_embedder", "max_characters_per_token", 1, MAX_SIZES["max_characters_per_token"]
+            ),
             source=source,
         )
         network.check()
@@ -135,6 +145,17 @@ class EfmlNetwork:
                     f"{self.source}: token_embedder.max_characters_per_token is {self.max_chars}; "
                     f"the sentence markers and filters need at least {needed}"
                 )
+        # Sizes within their bounds can still multiply out to more than a machine holds; a
+        # saved pipeline builds the network before its weights are read. The embeddings'
+        # rows come from the dictionaries (0 here), bounded by their files.
+        shapes = {**token_embedder_shapes(self, 0, 0), **encoder_shapes(self)}
+        count = sum(math.prod(shape) for shape, _ in shapes.values())
+        if count > MAX_PARAMETERS:
+            raise ElmoOptionsError(
+                f"{self.source}: these sizes (encoder.dim {self.lstm_dim}, encoder.projection_dim "
+                f"{self.projection_dim}, encoder.n_layers {self.n_layers}, ...) make {count:,} weights, "
+                f"above the sane bound {MAX_PARAMETERS:,}"
+            )
 
     def to_dict(self) -> Dict[str, Any]:
         """The network config in EFML's layout (``from_dict`` reads it back)."""
@@ -182,6 +203,23 @@ class EfmlNetwork:
         )
 
 
+def _filters(filters: Any, source: str) -> List[Tuple[int, int]]:
+    """``token_embedder.filters``, checked and bounded as options.json's are."""
+    key = f"{source}: token_embedder.filters"
+    if not isinstance(filters, list) or not all(_is_pair(f) for f in filters):
+        raise ElmoOptionsError(f"{key} must be [width, n_filters] pairs, got {repr(filters)[:100]}")
+    if len(filters) > MAX_FILTERS:
+        raise ElmoOptionsError(
+            f"{key} lists {len(filters)} pairs, above the sane bound {MAX_FILTERS} (a damaged file?)"
+        )
+    for width, number in filters:
+        if number > MAX_FILTER_COUNT:
+            raise ElmoOptionsError(
+                f"{key} has {number} filters of width {width}, above the sane bound {MAX_FILTER_COUNT} (a damaged file?)"
+            )
+    return [(int(w), int(n)) for w, n in filters]
+
+
 def _is_pair(value: Any) -> bool:
     return (
         isinstance(value, list)
@@ -190,21 +228,32 @@ def _is_pair(value: Any) -> bool:
     )
 
 
-def read_network_config(model_dir: Path) -> Tuple[Dict[str, Any], str]:
-    """``config.json``'s network config and where it came from, found as EFML finds it."""
+def network_config_file(model_dir: Path) -> Tuple[Optional[Path], str]:
+    """The network config ``config.json`` names, found as EFML finds it: its file in
+    ``model_dir`` (None where EFML's packaged one is meant), and that config_path."""
     config_file = model_dir / CONFIG_NAME
     config = read_json(config_file, ElmoOptionsError)
     config_path = config.get("config_path") if isinstance(config, dict) else None
     if not isinstance(config_path, str) or not config_path:
         raise ElmoOptionsError(f"{config_file}: needs 'config_path', the network config's file name")
-    name = Path(config_path.replace("\\", "/")).name
-    for candidate in (model_dir / config_path, model_dir / name):
-        if candidate.is_file():
-            return read_json(candidate, ElmoOptionsError), str(candidate)
+    candidates = (model_dir / config_path, model_dir / _file_name(config_path))
+    return next((candidate for candidate in candidates if candidate.is_file()), None), config_path
+
+
+def _file_name(config_path: str) -> str:
+    return Path(config_path.replace("\\", "/")).name
+
+
+def read_network_config(model_dir: Path) -> Tuple[Dict[str, Any], str]:
+    """``config.json``'s network config and where it came from, found as EFML finds it."""
+    path, config_path = network_config_file(model_dir)
+    if path is not None:
+        return read_json(path, ElmoOptionsError), str(path)
+    name = _file_name(config_path)
     packaged = packaged_config(name)
     if packaged is None:
         raise ElmoFileNotFoundError(
-            f"{config_file}: its config_path {config_path!r} is neither in {model_dir} nor one of "
+            f"{model_dir / CONFIG_NAME}: its config_path {config_path!r} is neither in {model_dir} nor one of "
             f"ELMoForManyLangs' packaged configs {PACKAGED_CONFIGS}: put that file in the model directory"
         )
     return packaged, f"ELMoForManyLangs' packaged {name}"
@@ -222,9 +271,12 @@ def read_dictionary(path: Path) -> Dict[str, int]:
             continue  # a blank line (EFML itself would fail on it)
         if len(fields) == 1:
             fields.insert(0, FULL_WIDTH_SPACE)
-        if len(fields) != 2 or not fields[1].isdigit():
-            raise ElmoWeightsError(f"{path}, line {number}: expected 'token<TAB>id' with an integer id, got {line!r}")
-        token, index = fields[0], int(fields[1])
+        index = _dictionary_id(fields[1]) if len(fields) == 2 else None
+        if index is None:
+            raise ElmoWeightsError(
+                f"{path}, line {number}: expected 'token<TAB>id' with an integer id, got {_shown(line)}"
+            )
+        token = fields[0]
         if index in owner and owner[index][0] != token:
             first, first_line = owner[index]
             raise ElmoWeightsError(
@@ -236,9 +288,103 @@ def read_dictionary(path: Path) -> Dict[str, int]:
     return lexicon
 
 
+def _dictionary_id(text: str) -> Optional[int]:
+    """An id as EFML's ``int()`` reads it, or None: ``isdecimal`` (not ``isdigit``, which
+    "²" passes) and no more digits than ``int()`` converts."""
+    if not text.isdecimal():
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """``repr(text)``, cut so that a damaged file's line keeps the message to one short line."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def check_zip_members(path: Path) -> None:
+    """Reads every member of a torch zip file (torch.save's format since 1.6) through its
+    CRC-32, which ``torch.load`` does not check: a flipped byte in a tensor's data would
+    load as another value. Older files are bare pickles without checksums; a file saved
+    with torch's CRC-32s turned off records 0 for every member, so neither is checked."""
+    with path.open("rb") as f:
+        if f.read(4) != b"PK\x03\x04":
+            return
+    try:
+        archive = zipfile.ZipFile(path)
+    except ZIP_READ_ERRORS as err:
+        raise ElmoWeightsError(
+            f"{path}: cannot be read as a torch zip file ({one_line_reason(err)[:200]}): a truncated or damaged file"
+        ) from err
+    with archive:
+        members = archive.infolist()
+        for member in members:
+            # torch's reader takes a member marked as a directory for an empty one, whatever
+            # its CRC-32 says (a flipped attribute byte loaded another tensor's values).
+            if member.is_dir() or member.external_attr & DOS_DIRECTORY:
+                raise ElmoWeightsError(
+                    f"{path}: member {member.filename!r} is marked as a directory, which torch.save never "
+                    "writes: the file is damaged"
+                )
+        if any(member.CRC for member in members):
+            for member in members:
+                _check_zip_member(archive, member, path)
+
+
+# What zipfile raises for a damaged archive or member (ValueError: a name that is not
+# UTF-8, an offset out of range; zlib.error: damaged compressed data).
+ZIP_READ_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    EOFError,
+    OSError,
+    NotImplementedError,
+    ValueError,
+    zlib.error,
+)
+DOS_DIRECTORY = 0x10  # the MS-DOS directory bit of a zip member's external attributes
+
+
+def _check_zip_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, path: Path) -> None:
+    try:
+        data = archive.open(member)
+    except (*ZIP_READ_ERRORS, RuntimeError) as err:  # RuntimeError: an encrypted member
+        raise ElmoWeightsError(
+            f"{path}: member {member.filename!r} has a damaged header ({one_line_reason(err)[:200]}): the file is damaged"
+        ) from err
+    with data:
+        try:
+            while data.read(1 << 20):
+                pass
+        except zipfile.BadZipFile as err:  # zipfile's only error once a member is open: its CRC-32
+            raise ElmoWeightsError(
+                f"{path}: member {member.filename!r} fails its CRC-32 check: the file is damaged; copy it again"
+            ) from err
+        except ZIP_READ_ERRORS as err:
+            raise ElmoWeightsError(
+                f"{path}: member {member.filename!r} cannot be read ({one_line_reason(err)[:200]}): "
+                "a truncated or damaged file"
+            ) from err
+
+
+def _not_dense(tensor: Tensor) -> Optional[str]:
+    """What keeps ``tensor`` from being a dense tensor of CPU data, or None."""
+    if tensor.is_meta:
+        return "meta"  # a shape without data
+    if tensor.layout is not torch.strided:
+        return "sparse" if str(tensor.layout).startswith("torch.sparse") else str(tensor.layout)
+    if tensor.device.type != "cpu":
+        return tensor.device.type
+    return None
+
+
 def read_state_dict(path: Path) -> Dict[str, Tensor]:
-    """A ``.pkl`` state dict, unpickled with ``weights_only=True`` (plain tensors only)."""
+    """A ``.pkl`` state dict, unpickled with ``weights_only=True`` (plain tensors only),
+    its zip members' CRC-32s checked first."""
     require_file(path, "ELMoForManyLangs weights file", hint=f" ({EFML_DIR_HINT})")
+    check_zip_members(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises RuntimeError, EOFError, UnpicklingError, ...
@@ -253,6 +399,11 @@ def read_state_dict(path: Path) -> Dict[str, Tensor]:
         if not isinstance(key, str) or not isinstance(value, Tensor):
             raise ElmoWeightsError(
                 f"{path}: entry {key!r} is a {type(value).__name__}, not a tensor: not a plain state dict"
+            )
+        kind = _not_dense(value)
+        if kind is not None:
+            raise ElmoWeightsError(
+                f"{path}: entry {key!r} is a {kind} tensor, not a dense tensor of CPU data: not a plain state dict"
             )
     return state
 
@@ -413,6 +564,23 @@ class EfmlFiles:
     encoder: Dict[str, Tensor]
 
 
+# How a writer's guard names the network config (its file name varies).
+NETWORK_CONFIG = f"network config ({CONFIG_NAME}'s config_path)"
+
+
+def efml_dir_files(model_dir: Path) -> Dict[str, Path]:
+    """The files ``read_efml_dir`` reads from ``model_dir``, by name (the network config
+    when the directory holds it; both dictionaries, whichever the network uses): what
+    a writer must not replace."""
+    files = {CONFIG_NAME: model_dir / CONFIG_NAME}
+    network_config, _ = network_config_file(model_dir)
+    if network_config is not None:
+        files[NETWORK_CONFIG] = network_config
+    for name in (CHAR_DIC, WORD_DIC, TOKEN_EMBEDDER_NAME, ENCODER_NAME):
+        files[name] = model_dir / name
+    return files
+
+
 def read_efml_dir(model_dir: Union[str, Path]) -> EfmlFiles:
     model_dir = Path(model_dir)
     if not model_dir.is_dir():
@@ -424,16 +592,17 @@ def read_efml_dir(model_dir: Union[str, Path]) -> EfmlFiles:
         )
     data, source = read_network_config(model_dir)
     network = EfmlNetwork.from_dict(data, source)
+    files = efml_dir_files(model_dir)  # what is read below: a writer's guard reads the same list
     chars = words = None
     if network.char_dim:
-        chars = read_dictionary(model_dir / CHAR_DIC)
-        check_specials(chars, model_dir / CHAR_DIC, (BOW, EOW, OOV, PAD, BOS, EOS), len(chars))
+        chars = read_dictionary(files[CHAR_DIC])
+        check_specials(chars, files[CHAR_DIC], (BOW, EOW, OOV, PAD, BOS, EOS), len(chars))
     if network.word_dim:
-        words = read_dictionary(model_dir / WORD_DIC)
-        check_specials(words, model_dir / WORD_DIC, (OOV, PAD), len(words))
+        words = read_dictionary(files[WORD_DIC])
+        check_specials(words, files[WORD_DIC], (OOV, PAD), len(words))
     expected = token_embedder_shapes(network, len(chars or ()), len(words or ()))
-    path = model_dir / TOKEN_EMBEDDER_NAME
+    path = files[TOKEN_EMBEDDER_NAME]
     token_embedder = check_state_dict(read_state_dict(path), expected, path)
-    path = model_dir / ENCODER_NAME
+    path = files[ENCODER_NAME]
     encoder = check_state_dict(read_state_dict(path), encoder_shapes(network), path)
     return EfmlFiles(network, EfmlVocab(chars, words, network.max_chars), token_embedder, encoder)

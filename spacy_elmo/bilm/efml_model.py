@@ -25,16 +25,18 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ElmoError, ElmoWeightsError
-from ..io import arrays_sha256
+from ..file_safety import arrays_sha256
 from .char_encoder import CharEncoder
 from .efml import EfmlFiles, EfmlNetwork, EfmlVocab, checked_vocab, read_efml_dir
 from .elmo_bilm import ElmoBiLM
 from .generation import TracksWeights, WeightsGeneration
-from .lstm import ProjectedLstm, _permute_gate_blocks
+from .lstm import FORGET_BIAS, ProjectedLstm, _permute_gate_blocks
 from .options import ElmoOptions
 from .precision import check_precision
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE
 
+# A saved pipeline's EFML biLM: its LSTM biases are EFML's own (no forget offset taken out).
+LSTM_BIAS_AS_EFML = "efml"
 # EFML's gate blocks (i, f, g, o) -> ProjectedLstm's internal (i, f, o, g).
 _EFML_TO_INTERNAL = (0, 1, 3, 2)
 
@@ -110,6 +112,10 @@ class EfmlBiLM(ElmoBiLM):
     ``(L+1, n, 2P)``, each sentence from a zero state (``stateful=True``: carried state,
     as EFML's encoder does)."""
 
+    # EFML's bias already holds its forget gates' offset: kept as is, bit for bit (taking
+    # bilm-tf's 1.0 out and adding it back at run time rounded it twice, ~1e-8 to 1e-7 off).
+    forget_bias = 0.0
+
     def __init__(self, network: EfmlNetwork, vocab: EfmlVocab, type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE):
         # read by make_token_encoder, which ElmoBiLM.__init__ calls
         self.network, self.vocab = network, vocab
@@ -128,7 +134,12 @@ class EfmlBiLM(ElmoBiLM):
 
     def saved_spec(self) -> Dict[str, Any]:
         """What rebuilds this biLM beside its weights: the network config and the vocabularies."""
-        return {"network": self.network.to_dict(), "chars": self.vocab.chars, "words": self.vocab.words}
+        return {
+            "network": self.network.to_dict(),
+            "chars": self.vocab.chars,
+            "words": self.vocab.words,
+            "lstm_bias": LSTM_BIAS_AS_EFML,
+        }
 
     @classmethod
     def from_saved_spec(cls, spec: Any, source: str) -> "EfmlBiLM":
@@ -137,6 +148,18 @@ class EfmlBiLM(ElmoBiLM):
             raise ElmoWeightsError(f"{source}: its ELMoForManyLangs settings are damaged (not a map)")
         network = EfmlNetwork.from_dict(spec.get("network"), source)
         return cls(network, checked_vocab(network, spec.get("chars"), spec.get("words"), source))
+
+    def restore_legacy_bias(self, spec: Any) -> None:
+        """After loading the arrays of ``spec``'s save: one made before ``lstm_bias`` (spacy-elmo
+        0.2.0's development tree) holds each LSTM bias less bilm-tf's forget offset, which that
+        code added back at run time; add it back once, so those pipelines keep their vectors."""
+        if isinstance(spec, dict) and spec.get("lstm_bias") == LSTM_BIAS_AS_EFML:
+            return
+        with torch.no_grad():
+            for layers in self._lstm_stacks():
+                for layer in layers:
+                    layer.bias[layer.cell_dim : 2 * layer.cell_dim] += FORGET_BIAS
+        self.mark_weights_changed()
 
     def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         return self.vocab.batch_ids(sentences)
@@ -177,7 +200,7 @@ class EfmlBiLM(ElmoBiLM):
 
 def load_efml_lstm(layer: ProjectedLstm, state: Dict[str, Tensor], prefix: str) -> None:
     """One LstmCellWithProjection's weights into a ProjectedLstm: transposed to ``(in, out)``,
-    gate blocks reordered, and the forget bias ProjectedLstm adds taken out of the bias."""
+    gate blocks reordered, the bias as it is (an EFML biLM's LSTM adds no forget offset)."""
 
     def gates(tensor: Tensor) -> Tensor:
         return torch.from_numpy(_permute_gate_blocks(tensor.numpy(), _EFML_TO_INTERNAL))
@@ -185,7 +208,7 @@ def load_efml_lstm(layer: ProjectedLstm, state: Dict[str, Tensor], prefix: str) 
     with torch.no_grad():
         layer.input_weight.copy_(gates(state[f"{prefix}.input_linearity.weight"].t()))
         layer.state_weight.copy_(gates(state[f"{prefix}.state_linearity.weight"].t()))
-        layer.bias.copy_(gates(state[f"{prefix}.state_linearity.bias"]) - layer.forget_offset)
+        layer.bias.copy_(gates(state[f"{prefix}.state_linearity.bias"]))
         layer.proj_weight.copy_(state[f"{prefix}.state_projection.weight"].t())
 
 
@@ -199,7 +222,7 @@ def efml_lstm_state(layer: ProjectedLstm, prefix: str) -> Dict[str, Tensor]:
     return {
         f"{prefix}.input_linearity.weight": gates(layer.input_weight).t().contiguous(),
         f"{prefix}.state_linearity.weight": gates(layer.state_weight).t().contiguous(),
-        f"{prefix}.state_linearity.bias": gates(layer.bias + layer.forget_offset),
+        f"{prefix}.state_linearity.bias": gates(layer.bias),
         f"{prefix}.state_projection.weight": layer.proj_weight.detach().float().cpu().t().contiguous(),
     }
 

@@ -9,12 +9,12 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..errors import ElmoError, ElmoFileNotFoundError, ElmoInputError
-from ..io import arrays_sha256
+from ..file_safety import arrays_sha256
 from .char_encoder import CharEncoder
 from .char_ids import batch_char_ids
-from .efml import EFML_DIR_HINT, is_efml_dir
+from .efml import EFML_DIR_HINT, efml_dir_files, is_efml_dir
 from .generation import WeightsGeneration, mark_weights_changed
-from .lstm import BiLstm, ProjectedLstm, State
+from .lstm import FORGET_BIAS, BiLstm, ProjectedLstm, State
 from .options import ElmoOptions
 from .precision import check_precision
 from .threads import make_forks_safe
@@ -45,6 +45,24 @@ def check_bilm_dir(path: Path, what: str = "biLM directory") -> None:
         )
 
 
+# The formats a biLM directory can hold.
+BILM_TF_FORMAT = "bilm-tf"
+EFML_FORMAT = "ELMoForManyLangs"
+
+
+def bilm_dir_format(path: Path) -> str:
+    """How ``ElmoBiLM.from_dir`` reads ``path``: bilm-tf's two files, else (without
+    weights.hdf5) an ELMoForManyLangs directory."""
+    return EFML_FORMAT if not (path / WEIGHTS_NAME).is_file() and is_efml_dir(path) else BILM_TF_FORMAT
+
+
+def bilm_dir_files(path: Path) -> Dict[str, Path]:
+    """The files ``ElmoBiLM.from_dir`` reads from ``path``, by name: what a writer must not replace."""
+    if bilm_dir_format(path) == EFML_FORMAT:
+        return efml_dir_files(path)
+    return {OPTIONS_NAME: path / OPTIONS_NAME, WEIGHTS_NAME: path / WEIGHTS_NAME}
+
+
 class ElmoBiLM(nn.Module):
     """Token char ids -> L+1 layers of width 2P (paper eq. 1).
 
@@ -57,6 +75,9 @@ class ElmoBiLM(nn.Module):
     bilm-tf and AllenNLP do (and as their published test outputs need).
     """
 
+    # What the LSTM adds to its forget gates at run time (bilm-tf's; not in the weights file).
+    forget_bias = FORGET_BIAS
+
     def __init__(self, options: ElmoOptions, type_cache_size: int = DEFAULT_TYPE_CACHE_SIZE):
         check_model_size(options)  # before allocating
         # Forked worker processes (nlp.pipe(n_process=N)) run torch on one thread: never a hang.
@@ -66,7 +87,7 @@ class ElmoBiLM(nn.Module):
         # One generation for all the weights: every inference cache is keyed on it (generation.py).
         self.generation = WeightsGeneration()
         self.char_encoder = self.make_token_encoder(options, self.generation)
-        self.bilstm = BiLstm(options, self.generation)
+        self.bilstm = BiLstm(options, self.generation, self.forget_bias)
         # Inference reuses the token vectors of types seen before (exact; see type_cache.py).
         self.type_cache = TypeCache(type_cache_size)
         # Per direction, per layer: (h, c) for as many rows as the largest batch seen.
@@ -117,9 +138,10 @@ class ElmoBiLM(nn.Module):
         path = Path(path)
         check_precision(precision, device=device)  # an impossible precision is named before any file
         check_bilm_dir(path)
-        if not (path / WEIGHTS_NAME).is_file() and is_efml_dir(path):
+        if bilm_dir_format(path) == EFML_FORMAT:
             return cls.from_efml(path, device=device, precision=precision)
-        return cls.from_files(path / OPTIONS_NAME, path / WEIGHTS_NAME, device=device, precision=precision)
+        files = bilm_dir_files(path)  # what is read: a writer's guard reads the same list
+        return cls.from_files(files[OPTIONS_NAME], files[WEIGHTS_NAME], device=device, precision=precision)
 
     @classmethod
     def from_efml(

@@ -60,6 +60,7 @@ class ProjectedLstm(TracksWeights):
         cell_clip: float,
         proj_clip: float,
         generation: Optional[WeightsGeneration] = None,
+        forget_bias: float = FORGET_BIAS,
     ):
         super().__init__()
         # Shared with the biLM's other modules: the packed kernels are keyed on it.
@@ -72,7 +73,7 @@ class ProjectedLstm(TracksWeights):
         self.bias = nn.Parameter(torch.empty(4 * cell_dim))
         self.proj_weight = nn.Parameter(torch.empty(cell_dim, proj_dim))
         offset = torch.zeros(4 * cell_dim)
-        offset[cell_dim : 2 * cell_dim] = FORGET_BIAS
+        offset[cell_dim : 2 * cell_dim] = forget_bias
         self.register_buffer("forget_offset", offset, persistent=False)
         self.precision = "fp32"
         self._kernels: Optional[Tuple[tuple, Tuple[LinearKernel, LinearKernel, LinearKernel]]] = None
@@ -424,7 +425,11 @@ def reverse_padded(sequences: Tensor, lengths: Tensor) -> Tensor:
 class BiLstm(nn.Module):
     """Forward and backward stacks of ``ProjectedLstm`` with optional residuals."""
 
-    def __init__(self, options: ElmoOptions, generation: Optional[WeightsGeneration] = None):
+    def __init__(
+        self, options: ElmoOptions, generation: Optional[WeightsGeneration] = None, forget_bias: float = FORGET_BIAS
+    ):
+        """``forget_bias``: what each step adds to the forget gate (bilm-tf's 1.0; 0 for a
+        network whose bias already holds it, as EFML's does: its bias then loads bit for bit)."""
         super().__init__()
         P, C = options.projection_dim, options.lstm_dim
         generation = generation or WeightsGeneration()
@@ -432,7 +437,7 @@ class BiLstm(nn.Module):
         def stack() -> nn.ModuleList:
             return nn.ModuleList(
                 [
-                    ProjectedLstm(P, C, P, options.cell_clip, options.proj_clip, generation)
+                    ProjectedLstm(P, C, P, options.cell_clip, options.proj_clip, generation, forget_bias)
                     for _ in range(options.n_layers)
                 ]
             )

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
 from ..errors import ElmoOptionsError
-from ..io import check_json_depth, parse_json, require_file, write_text_atomic
+from ..file_safety import check_json_depth, parse_json, require_file, write_text_atomic
 from .char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
 
 ACTIVATIONS = ("relu", "tanh")

@@ -12,11 +12,12 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy
 
 from ..errors import ElmoCheckpointError
+from ..file_safety import iter_utf8_lines
 from .crc32c import masked_crc32c
 
 _FOOTER_SIZE = 48  # two block handles padded to 40 bytes, then the magic number
@@ -290,21 +291,38 @@ def _read_range(path: Path, offset: int, size: int, name: str) -> bytes:
 _CHECKPOINT_LINE = re.compile(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"\s*$', re.MULTILINE)
 
 
+def _latest_listed(listing: Path) -> Optional[str]:
+    """The latest checkpoint a save directory's ``checkpoint`` file names (None: no such file, or
+    it names none); one that cannot be read or is not UTF-8 text is an error naming it."""
+    if not listing.is_file():
+        return None
+    hint = "give the checkpoint prefix instead, e.g. DIR/model.ckpt-N (the name before .index)"
+    try:
+        for line in iter_utf8_lines(listing, ElmoCheckpointError):
+            found = _CHECKPOINT_LINE.search(line)
+            if found:
+                return found.group(1)
+    except ElmoCheckpointError as err:
+        raise ElmoCheckpointError(f"{err}: not TensorFlow's checkpoint list; {hint}") from err
+    except OSError as err:
+        raise ElmoCheckpointError(f"{listing}: cannot read the checkpoint list: {err.strerror or err}; {hint}") from err
+    return None
+
+
 def resolve_prefix(path: Path) -> Path:
     """The checkpoint prefix meant by ``path``: the prefix itself, its .index or a data
     file, or a training directory (its ``checkpoint`` file names the latest, as
     ``tf.train.latest_checkpoint`` reads it)."""
     if path.is_dir():
-        listing = path / "checkpoint"
-        found = _CHECKPOINT_LINE.search(listing.read_text(encoding="utf8")) if listing.is_file() else None
-        if not found:
+        latest = _latest_listed(path / "checkpoint")
+        if latest is None:
             raise ElmoCheckpointError(
                 f"{path} is a directory without a 'checkpoint' file naming the latest checkpoint: "
                 "give the checkpoint prefix, e.g. DIR/model.ckpt-N (the name before .index)"
             )
-        named = path / found.group(1)  # relative to the directory, as TensorFlow reads it
+        named = path / latest  # relative to the directory, as TensorFlow reads it
         # an absolute path written on another machine or before the directory moved: its name here
-        path = named if Path(f"{named}.index").is_file() else path / Path(found.group(1)).name
+        path = named if Path(f"{named}.index").is_file() else path / Path(latest).name
     path = Path(re.sub(r"\.(index|data-\d{5}-of-\d{5})$", "", str(path)))
     index = Path(f"{path}.index")
     if not index.is_file():

@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple, Union
 import numpy
 
 from ..errors import ElmoCheckpointError
-from ..io import atomic_dir
+from ..file_safety import atomic_dir, full_disk_as, hdf5_bytes, require_free_space, require_new_dir
 from .elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
 from .options import ElmoOptions
 from .tf_checkpoint import TensorEntry, TFCheckpoint
@@ -138,13 +138,15 @@ def convert_checkpoint(
 ) -> Dict[str, numpy.ndarray]:
     """Write ``out_dir`` (options.json + weights.hdf5, a biLM directory) from a bilm-tf
     checkpoint and its options.json; returns the arrays written. ``out_dir`` is written
-    whole or not at all, and never over an existing non-empty directory."""
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not (out_dir.is_dir() and not any(out_dir.iterdir())):
-        raise ElmoCheckpointError(f"output directory {out_dir} exists and is not an empty directory: give a new one")
+    whole or not at all (its temporary removed on any failure), never over an existing
+    non-empty directory, and not begun without room for it: h5py can crash on a full disk."""
+    target = require_new_dir(out_dir, "output directory", ElmoCheckpointError)
     options = ElmoOptions.from_file(options_file)
     arrays = checkpoint_arrays(TFCheckpoint(prefix), options)
-    with atomic_dir(out_dir) as tmp:
-        options.to_file(tmp / OPTIONS_NAME)
-        write_weights(arrays, tmp / WEIGHTS_NAME)
+    weights = Path(out_dir) / WEIGHTS_NAME
+    with full_disk_as(weights):
+        require_free_space(target / WEIGHTS_NAME, hdf5_bytes(arrays.values()))
+        with atomic_dir(target) as tmp:
+            options.to_file(tmp / OPTIONS_NAME)
+            write_weights(arrays, tmp / WEIGHTS_NAME)
     return arrays

@@ -15,7 +15,7 @@ import numpy
 import torch
 
 from ..errors import ElmoOptionsError, ElmoWeightsError
-from ..io import HDF5_READ_ERRORS, atomic_path, one_line_reason, require_file
+from ..file_safety import HDF5_READ_ERRORS, atomic_path, one_line_reason, require_file
 from .char_ids import N_CHARACTERS
 from .options import BILM_DIR_HINT, ElmoOptions
 

@@ -10,14 +10,13 @@ from . import app
 
 @app.command("convert-checkpoint")
 def convert_checkpoint_command(
-    checkpoint: Path = typer.Argument(
-        ...,
-        metavar="CKPT_PREFIX",
-        help="The checkpoint prefix (DIR/model.ckpt-N, the name before .index), or bilm-tf's save directory",
+    # Named in lower case, as embed's and pretrain's are: the help shows the names.
+    checkpoint_prefix: Path = typer.Argument(
+        ..., help="The checkpoint prefix (DIR/model.ckpt-N, the name before .index), or bilm-tf's save directory"
     ),
-    options_file: Path = typer.Argument(..., metavar="OPTIONS", help="The options.json the model was trained with"),
+    options_file: Path = typer.Argument(..., help="The options.json the model was trained with"),
     output_dir: Path = typer.Argument(
-        ..., metavar="OUT_DIR", help="New directory for options.json + weights.hdf5 (must not hold files)"
+        ..., help="New directory for options.json + weights.hdf5 (or an empty one; must not hold files)"
     ),
 ):
     """Write the weights.hdf5 bilm-tf's dump_weights would write from a training
@@ -27,7 +26,7 @@ def convert_checkpoint_command(
     from ..bilm.tf_convert import convert_checkpoint
 
     try:
-        arrays = convert_checkpoint(checkpoint, options_file, output_dir)
+        arrays = convert_checkpoint(checkpoint_prefix, options_file, output_dir)
     except ElmoError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)

@@ -1,7 +1,8 @@
 """``embed``: one sentence per line in, one HDF5 dataset of ELMo vectors per line out.
 
 The output is what AllenNLP's ``allennlp elmo`` wrote, so scripts that read
-those files keep working: dataset ``"i"`` holds line i's vectors and
+those files keep working: dataset ``"i"`` holds line i's vectors (its
+attribute ``tokens`` the tokens its rows are, as JSON) and
 ``sentence_to_index`` a JSON map from sentence text to its dataset name.
 
 Long inputs are resumable: running the same command again continues where it
@@ -22,7 +23,16 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 import typer
 
 from ..errors import ElmoError, EmbedInputError
-from ..io import exclusive_lock, file_sha256, iter_utf8_lines, require_writable_path, same_file, special_file_kind
+from ..file_safety import (
+    exclusive_lock,
+    file_sha256,
+    iter_utf8_lines,
+    lock_path,
+    require_readable,
+    require_writable_path,
+    same_file,
+    special_file_kind,
+)
 from . import app
 from .embed_writer import (
     LAYER_CHOICES,
@@ -58,6 +68,7 @@ def check_input_file(path: Path) -> None:
         )
     if not path.is_file():
         raise EmbedInputError(f"input file not found: {path}")
+    require_readable(path, "the input")
 
 
 def make_tokenizer(spacy_tokenizer: Optional[str]) -> Callable[[str], List[str]]:
@@ -127,12 +138,14 @@ def check_output_free(output_file: Path, overwrite: bool) -> None:
 
 
 def check_output_not_an_input(output_file: Path, inputs: Dict[str, Optional[Path]]) -> None:
-    """Writing OUTPUT (or its partial or progress file) must not replace a file the run
-    reads: ``inputs`` maps how each is named to its path (None: not given)."""
+    """Writing OUTPUT (or its partial, progress or lock file) must not replace a file the
+    run reads: ``inputs`` maps how each is named to its path (None: not given)."""
+    working = {partial_path(output_file): "working file", progress_path(output_file): "working file"}
+    working[lock_path(output_file)] = "lock file"
     for what, path in inputs.items():
-        for target in (output_file, partial_path(output_file), progress_path(output_file)):
+        for target in (output_file, *working):
             if path is not None and same_file(target, path):
-                owner = "" if target == output_file else f"'s working file {target.name}"
+                owner = "" if target == output_file else f"'s {working[target]} {target.name}"
                 raise EmbedInputError(
                     f"OUTPUT_FILE {output_file}{owner} is {what} {path}: writing it would replace "
                     f"{what}; give another OUTPUT_FILE"
@@ -140,13 +153,31 @@ def check_output_not_an_input(output_file: Path, inputs: Dict[str, Optional[Path
 
 
 def source_files(source: Dict) -> Dict[str, Optional[Path]]:
-    """The files a weight source reads, named as the user gave them."""
+    """The files a weight source reads (as its format lists them), named as the user gave them."""
     directory = source["bilm_dir"]
     if directory is None:
         return {"the --options-file": source["options_file"], "the --weight-file": source["weight_file"]}
-    from ..bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
+    from ..bilm.elmo_bilm import bilm_dir_files
 
-    return {f"the {name} of --bilm-dir": Path(directory) / name for name in (OPTIONS_NAME, WEIGHTS_NAME)}
+    owner = "the bundled biLM" if is_bundled(directory) else "--bilm-dir"
+    return {f"the {name} of {owner}": path for name, path in bilm_dir_files(Path(directory)).items()}
+
+
+def describe_source(source: Dict) -> str:
+    """The biLM a weight source names, for the user: its files or directory, and format."""
+    directory = source["bilm_dir"]
+    if directory is None:
+        return f"{source['options_file']} + {source['weight_file']} (bilm-tf format)"
+    from ..bilm.elmo_bilm import bilm_dir_format
+
+    kind = f"{bilm_dir_format(Path(directory))} format"
+    return f"the bundled biLM ({directory}, {kind})" if is_bundled(directory) else f"{directory} ({kind})"
+
+
+def is_bundled(bilm_dir: Path) -> bool:
+    from ..loaders import DEFAULT_BILM_DIR
+
+    return Path(bilm_dir) == DEFAULT_BILM_DIR
 
 
 def embed_file(
@@ -162,6 +193,7 @@ def embed_file(
     max_length: int = 256,
     share: Tuple[int, int] = (0, 1),
     overwrite: bool = True,
+    bilm_name: str = "",
 ) -> int:
     """Embed every line of ``input_file`` into ``output_file``; returns the line count.
 
@@ -171,6 +203,8 @@ def embed_file(
     this process embeds every world-th batch into its part, and process 0
     merges the parts (see the module's docstring). ``overwrite=False`` refuses an
     existing ``output_file``. Another run writing the same output is refused, naming it.
+    ``bilm_name``: how the biLM was named, printed (by process 0) with its content's
+    sha256 once the run's files are checked.
     """
     check_embed_options(layers, batch_size, max_length)
     input_file, output_file = Path(input_file), Path(output_file)
@@ -189,7 +223,8 @@ def embed_file(
         "bilm_sha256": bilm.content_sha256(),  # the weights' content: a file replaced at its path differs
         **(settings or {}),
     }
-    plan = EmbedPlan(sentences, batches, run_id, layers, stateful, max_length)
+    announce = f"embed: using {bilm_name}, content sha256 {run_id['bilm_sha256']}" if bilm_name and rank == 0 else ""
+    plan = EmbedPlan(sentences, batches, run_id, layers, stateful, max_length, announce)
     # Process 0 holds OUTPUT (a single run's file, or the merge), each process its part.
     with exclusive_lock(output_file, "OUTPUT_FILE") if rank == 0 else nullcontext():
         check_output_free(output_file, overwrite)  # again: another run may have finished it meanwhile
@@ -211,7 +246,8 @@ def embed_command(
         ..., help="Text file, one sentence per line (UTF-8). Blank lines give empty datasets."
     ),
     output_file: Path = typer.Argument(
-        ..., help="HDF5 file to write: dataset 'i' per line i, plus 'sentence_to_index'."
+        ...,
+        help="HDF5 file to write: dataset 'i' per line i (its tokens in its 'tokens' attribute), plus 'sentence_to_index'.",
     ),
     options_file: Optional[Path] = typer.Option(
         None, "--options-file", help="bilm-tf/AllenNLP options.json (with --weight-file)"
@@ -277,6 +313,7 @@ def embed_command(
             share=share,
             overwrite=overwrite,
             settings=run_settings(spacy_tokenizer, precision),
+            bilm_name=describe_source(source),
         )
     except ElmoError as err:
         typer.echo(f"error: {err}", err=True)

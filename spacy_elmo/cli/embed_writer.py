@@ -13,7 +13,6 @@ into OUTPUT, whose datasets equal a single process's byte for byte.
 import glob
 import json
 import os
-import shutil
 import sys
 import time
 import zipfile
@@ -26,8 +25,17 @@ import h5py
 import numpy
 from tqdm import tqdm
 
-from ..errors import EmbedInputError
-from ..io import HDF5_READ_ERRORS, atomic_path, is_disk_full, one_line_reason, parse_json, write_json_atomic
+from ..errors import ElmoDiskFullError, EmbedInputError
+from ..file_safety import (
+    HDF5_READ_ERRORS,
+    atomic_path,
+    full_disk_as,
+    hdf5_bytes,
+    one_line_reason,
+    parse_json,
+    require_free_space,
+    write_json_atomic,
+)
 
 # torch is imported where a command runs, not here: `--help` stays fast.
 if TYPE_CHECKING:
@@ -41,10 +49,6 @@ MERGE_POLL_SECONDS = 2.0
 # Seconds process 0 waits for parts whose files do not change before it gives up
 # (their processes were never started, or died).
 MERGE_STALL_SECONDS = 600.0
-# Free bytes kept beyond what a write needs: room for HDF5's metadata, flushed at
-# checkpoints and at close (a write that fills the disk leaves h5py in a state that
-# can end in a segfault, so embed stops before it).
-SPARE_BYTES = 8 << 20
 
 
 @dataclass
@@ -58,6 +62,7 @@ class EmbedPlan:
     layers: str  # one of LAYER_CHOICES
     stateful: bool
     max_length: int
+    announce: str = ""  # printed once the run's files are checked, as embedding starts
 
     def share(self, rank: int, world: int) -> "EmbedPlan":
         """Process ``rank``'s batches of ``world``: every world-th, from the rank-th."""
@@ -172,7 +177,7 @@ def write_sentence_index(out: h5py.File, lines: Sequence[str]) -> None:
     if "sentence_to_index" in out:
         del out["sentence_to_index"]
     text = json.dumps({line.strip(): str(i) for i, line in enumerate(lines)})
-    require_space(Path(out.filename), len(text.encode("utf8")))
+    require_free_space(out.filename, len(text.encode("utf8")))
     index_dataset = out.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype())
     index_dataset[0] = text
 
@@ -184,35 +189,31 @@ def _no_space(path: Path) -> str:
     )
 
 
-def require_space(path: Path, nbytes: int) -> None:
-    """Stop, with one line, before a write of ``nbytes`` would leave less than SPARE_BYTES free."""
-    free = shutil.disk_usage(path.parent).free
-    if free < nbytes + SPARE_BYTES:
-        mib = 1 << 20
-        raise EmbedInputError(
-            f"{_no_space(path)} ({free / mib:.1f} MiB free; the next write needs {nbytes / mib:.1f} MiB "
-            f"and embed keeps {SPARE_BYTES // mib} MiB spare)"
-        )
-
-
 @contextmanager
 def disk_full_as_one_line(path: Path) -> Iterator[None]:
-    """A full disk met anyway (another writer took the space) as one line, not h5py's
-    tracebacks: OSError ENOSPC, or h5py's RuntimeError/OSError quoting errno 28."""
+    """A full disk as one line, not h5py's tracebacks; a write that would fill it, refused
+    before it, says how much is free and needed."""
     try:
-        yield
-    except (OSError, RuntimeError) as err:
-        if not (is_disk_full(err) or "errno = 28" in str(err) or "No space left on device" in str(err)):
-            raise
-        raise EmbedInputError(_no_space(path)) from err
+        with full_disk_as(path):
+            yield
+    except ElmoDiskFullError as err:
+        raise EmbedInputError(_no_space(path) + (f" ({err.detail})" if err.detail else "")) from err
 
 
-def write_batch(out: h5py.File, batch: Sequence[int], vectors: Sequence[numpy.ndarray], layers: str) -> None:
-    """One batch's datasets, once the disk has room for them."""
-    arrays = [select_layers(array, layers).astype(numpy.float32) for array in vectors]
-    require_space(Path(out.filename), sum(a.nbytes for a in arrays) + 4096 * len(arrays))  # 4 KiB: headers
-    for index, array in zip(batch, arrays):
-        out.create_dataset(str(index), data=array)
+# The attribute of a line's dataset that holds its rows' tokens (JSON): readers of
+# AllenNLP's layout, which read datasets, never see it.
+TOKENS_ATTR = "tokens"
+
+
+def write_batch(out: h5py.File, batch: Sequence[int], vectors: Sequence[numpy.ndarray], plan: EmbedPlan) -> None:
+    """One batch's datasets (the plan's layers), each with its tokens, once the disk has room for them."""
+    arrays = [select_layers(array, plan.layers).astype(numpy.float32) for array in vectors]
+    tokens = [json.dumps(list(plan.sentences[index])) for index in batch]
+    require_free_space(out.filename, hdf5_bytes(arrays) + sum(len(t.encode("utf8")) for t in tokens))
+    for index, array, text in zip(batch, arrays, tokens):
+        dataset = out.create_dataset(str(index), data=array)
+        # A string of any length (the global heap), not a list: object headers hold 64 KiB.
+        dataset.attrs.create(TOKENS_ATTR, text, dtype=h5py.string_dtype())
 
 
 def embed_batches(
@@ -226,6 +227,8 @@ def embed_batches(
     AllenNLP's ``sentence_to_index``; a part file instead records its run."""
     partial = partial_path(output_file)
     done_batches = _resume(output_file, bilm, plan)
+    if plan.announce:
+        print(plan.announce, file=sys.stderr, flush=True)
     output_file.parent.mkdir(parents=True, exist_ok=True)
     bar = tqdm(
         total=sum(map(len, plan.batches)),
@@ -237,7 +240,7 @@ def embed_batches(
     )
     # The bar is closed however the run ends: an error then starts a line of its own.
     with bar, disk_full_as_one_line(partial):
-        require_space(partial, 0)
+        require_free_space(partial, 0)
         with h5py.File(partial, "a") as out:
             # Batches written after the last checkpoint are redone.
             for batch in plan.batches[done_batches:]:
@@ -281,8 +284,11 @@ def _embed_remaining(
         vectors = bilm.embed_batch(
             [sentences[i] for i in batch], stateful=plan.stateful, max_length=plan.max_length or None
         )
-        write_batch(out, batch, vectors, plan.layers)
-        bar.update(len(batch))
+        write_batch(out, batch, vectors, plan)
+        if number < len(batches) - 1:
+            bar.update(len(batch))
+        else:  # shown by the bar's close, which shows it again whatever update showed
+            bar.n += len(batch)
         if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS or number == len(batches) - 1:
             stateful_bilm = bilm if plan.stateful else None
             checkpoint(out, output_file, progress_path(output_file), plan.run_id, number + 1, stateful_bilm)
@@ -370,8 +376,9 @@ def merge_parts(output_file: Path, lines: Sequence[str], run_id: Dict, world: in
                 source = next((s for s in sources if name in s), None)
                 if source is None:
                     raise EmbedInputError(f"line {index + 1} is in none of the parts {parts[0].name}..: rerun")
-                require_space(partial, source[name].nbytes + 4096)
-                out.create_dataset(name, data=source[name][...])
+                require_free_space(partial, hdf5_bytes([source[name]]))
+                dataset = out.create_dataset(name, data=source[name][...])
+                dataset.attrs.update(source[name].attrs)  # its tokens
             write_sentence_index(out, lines)
     finally:
         for source in sources:

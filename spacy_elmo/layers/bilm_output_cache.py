@@ -25,6 +25,7 @@ class LayerCache(KeptOnLoad):
         self._weights_key: Optional[Hashable] = None
         self.hits = 0
         self.misses = 0
+        self.evictions = 0  # entries dropped for room (a cache smaller than what it is asked to keep)
 
     def __deepcopy__(self, memo) -> "LayerCache":
         # Copies of a model (e.g. nlp.replace_listeners) start with an empty cache.
@@ -67,6 +68,7 @@ class LayerCache(KeptOnLoad):
         while self._nbytes > self.max_bytes:
             _, evicted = self._entries.popitem(last=False)
             self._nbytes -= int(evicted.nbytes)
+            self.evictions += 1
 
     def clear(self) -> None:
         self._entries.clear()

@@ -17,7 +17,7 @@ from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.efml_model import EfmlBiLM
 from ..bilm.weights import checked_array
 from ..errors import ElmoWeightsError
-from ..io import arrays_sha256
+from ..file_safety import arrays_sha256
 
 
 def serialize_bilm(bilm: Any) -> bytes:
@@ -62,6 +62,8 @@ def deserialize_bilm(current: Any, data: bytes, device: "torch.device") -> Any:
     else:
         arrays = {name: tensor.numpy() for name, tensor in _legacy_state(msg).items()}
     bilm.load_state_dict(_checked_state(arrays, bilm))
+    if isinstance(bilm, EfmlBiLM):
+        bilm.restore_legacy_bias(msg["efml"])
     return bilm.to(device).eval()
 
 

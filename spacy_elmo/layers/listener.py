@@ -58,12 +58,14 @@ def build_listener(mix: MixModel, upstream: str = "*", grad_factor: float = 0.0)
         layers=[mix],
         dims={"nO": mix.maybe_get_dim("nO"), "nL": mix.maybe_get_dim("nL")},
         # listening_component and producer (the elmo component it reads): set by the producer;
-        # saved, so a pipeline loaded without it can still name it.
+        # saved, so a pipeline loaded without it can still name it. sized_by: the elmo component
+        # whose biLM gave its sizes ("": none yet, or its own width/n_layers settings).
         attrs={
             "upstream_name": upstream,
             "grad_factor": grad_factor,
             "listening_component": "",
             "producer": "",
+            "sized_by": "",
             "_state": _ListenerState(),
         },
     )
@@ -123,19 +125,50 @@ def gather_gradients(
     return accumulate
 
 
-def set_listener_dims(model: Model, n_layers: int, width: int) -> None:
-    """Tell a listener (and its mix) the producer's sizes; refuse conflicting ones."""
+def set_listener_dims(model: Model, n_layers: int, width: int, producer: str = "") -> None:
+    """Tell a listener (and its mix) the sizes of the elmo component ``producer``'s biLM;
+    refuse sizes that conflict with those it has, naming where each came from."""
+    sizes = {"nL": n_layers, "nO": width}
     for node in (model, model.layers[0]):
-        for dim, value in (("nL", n_layers), ("nO", width)):
+        for dim, value in sizes.items():
             current = node.maybe_get_dim(dim)
-            if current is None:
+            if current is not None and current != value:
+                raise ElmoError(_size_conflict(model, producer, n_layers, width))
+    for node in (model, model.layers[0]):
+        for dim, value in sizes.items():
+            if node.maybe_get_dim(dim) is None:
                 node.set_dim(dim, value)
-            elif current != value:
-                what = "layers" if dim == "nL" else "width"
-                raise ElmoError(
-                    f"an ELMo listener was configured for {what} {current}, but the biLM gives {value}: "
-                    "set the listener's n_layers/width to null to take them from the elmo component"
-                )
+    if producer and not model.attrs.get("sized_by"):
+        model.attrs["sized_by"] = producer
+
+
+def _size_conflict(model: Model, producer: str, n_layers: int, width: int) -> str:
+    """Why a listener's sizes and the biLM of ``producer`` disagree: its own settings, another
+    elmo component that its upstream also matches, or that component's earlier biLM."""
+    component = model.attrs.get("listening_component")
+    whose = f"the ELMo listener of {component!r}" if component else "an ELMo listener"
+    has, gives = _sizes(model.maybe_get_dim("nO"), model.maybe_get_dim("nL")), _sizes(width, n_layers)
+    sized_by, upstream = model.attrs.get("sized_by", ""), model.attrs["upstream_name"]
+    if not sized_by:
+        return (
+            f"{whose} was configured for {has} (its width/n_layers settings), but the biLM of the elmo component "
+            f"{producer or upstream!r} gives {gives}: set the listener's width and n_layers to null to take them "
+            "from the elmo component"
+        )
+    if sized_by != producer:
+        return (
+            f'{whose} has upstream "{upstream}", which matches two elmo components of different sizes: '
+            f"{sized_by!r} ({has}) and {producer!r} ({gives}); set the listener's upstream to one of these names"
+        )
+    return (
+        f"{whose} has the sizes of the elmo component {producer!r}'s earlier biLM ({has}), but its biLM now gives "
+        f"{gives}: a listener keeps the sizes it was built with; build the listening component again"
+    )
+
+
+def _sizes(width: Optional[int], n_layers: Optional[int]) -> str:
+    known = [f"width {width}" if width is not None else "", f"{n_layers} layers" if n_layers is not None else ""]
+    return ", ".join(size for size in known if size)
 
 
 def learned_mix(model: Model) -> Dict[str, Any]:
@@ -159,7 +192,7 @@ def listener_init(model: ListenerModel, X: Optional[List[Doc]] = None, Y=None) -
             f"an ELMo listener does not know the biLM's size: put the {producer} component (with its "
             "weights) before the components that listen to it, or give the listener width and n_layers"
         )
-    set_listener_dims(model, model.get_dim("nL"), model.get_dim("nO"))
+    set_listener_dims(model, model.get_dim("nL"), model.get_dim("nO"), model.attrs.get("sized_by", ""))
     mix.initialize()
     model.attrs["_state"].init_batch = batch_id(X) if X else None
 

@@ -43,7 +43,8 @@ from ..layers.listener import (
 from ..loaders import check_weight_pairing, check_weight_source, default_bilm_dir, load_bilm
 from ..settings import ElmoSettings, refuse_inference_only_fine_tuning
 from ..spacy_frames import building_from_config
-from .extensions import install_extensions
+from .cache_progress import CacheFillProgress
+from .extensions import add_vector_hooks, install_extensions
 from .saved import check_saved_component
 
 DEFAULT_ELMO_MODEL = Config().from_str(
@@ -61,6 +62,7 @@ DEFAULT_SETTINGS: Dict[str, Any] = {
     "token_mix": None,
     "cache_size_mb": 1024,
     "precision": "fp32",
+    "vector_hooks": True,
 }
 
 NO_WEIGHTS_HELP = (
@@ -98,6 +100,7 @@ def make_elmo(
     token_mix: Optional[List[float]],
     cache_size_mb: float,
     precision: str,
+    vector_hooks: bool,
 ) -> "ElmoComponent":
     """ELMo contextual vectors for every token.
 
@@ -112,7 +115,9 @@ def make_elmo(
     matmuls on CPU: faster, inference only, not exact: its measured deviation
     is in docs/python.md and `embed --help`) or "bf16"
     (bfloat16 matmuls, inference only, where the CPU has native bf16: AVX512-BF16
-    or AMX; refused elsewhere unless SPACY_ELMO_FORCE_BF16=1).
+    or AMX; refused elsewhere unless SPACY_ELMO_FORCE_BF16=1); vector_hooks: spaCy's
+    Token/Span/Doc .vector and .similarity give the token mix (where the store keeps it
+    and the pipeline has no static vectors).
     """
     if not building_from_config():
         # A typo in a named file fails here, not at the first doc; the weights still load lazily.
@@ -131,6 +136,7 @@ def make_elmo(
         token_mix=token_mix,
         cache_size_mb=cache_size_mb,
         precision=precision,
+        vector_hooks=vector_hooks,
     )
 
 
@@ -149,6 +155,7 @@ class ElmoComponent(TrainablePipe):
         token_mix: Optional[List[float]] = DEFAULT_SETTINGS["token_mix"],
         cache_size_mb: float = DEFAULT_SETTINGS["cache_size_mb"],
         precision: str = DEFAULT_SETTINGS["precision"],
+        vector_hooks: bool = DEFAULT_SETTINGS["vector_hooks"],
     ) -> None:
         self.vocab = vocab
         self.model = model
@@ -162,12 +169,14 @@ class ElmoComponent(TrainablePipe):
             token_mix=token_mix,
             cache_size_mb=cache_size_mb,
             precision=precision,
+            vector_hooks=vector_hooks,
         )
         check_weight_pairing(options_file, weight_file, bilm_dir)
         # Only read when the model has no weights yet (never after loading a saved pipeline).
         self._weight_source = {"options_file": options_file, "weight_file": weight_file, "bilm_dir": bilm_dir}
         self.listener_map: Dict[str, List[Model]] = {}
         self._doc_store_made: Optional[Tuple[Tuple, DocStore]] = None
+        self._cache_fill = CacheFillProgress(name)
         install_extensions()
 
     # -- listeners (spaCy's ListenedToComponent protocol) ---------------------
@@ -185,7 +194,7 @@ class ElmoComponent(TrainablePipe):
             self.listener_map[component_name].append(listener)
         name_listener(listener, component_name, self.name)
         if self.has_weights:
-            set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"))
+            set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"), self.name)
 
     def remove_listener(self, listener: Model, component_name: str) -> bool:
         if listener in self.listener_map.get(component_name, []):
@@ -297,7 +306,7 @@ class ElmoComponent(TrainablePipe):
     def _set_weights(self, bilm: Any) -> None:
         set_bilm(self.model, bilm)
         for listener in self.listeners:
-            set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"))
+            set_listener_dims(listener, self.model.get_dim("nL"), self.model.get_dim("nO"), self.name)
         self._check_token_mix()
 
     def _check_token_mix(self) -> None:
@@ -346,6 +355,7 @@ class ElmoComponent(TrainablePipe):
                 store.annotate_for_listeners(doc, prediction, readers)
             else:
                 store.annotate(doc, prediction)
+        self._add_vector_hooks(docs)
 
     def _doc_store(self) -> DocStore:
         """What the Doc keeps, made once per setting it depends on (the store, its dtype,
@@ -356,6 +366,13 @@ class ElmoComponent(TrainablePipe):
         if self._doc_store_made is None or self._doc_store_made[0] != key:
             self._doc_store_made = (key, DocStore(self.name, store, dtype, token_mix_weights(mix, n_layers)))
         return self._doc_store_made[1]
+
+    def _add_vector_hooks(self, docs: Sequence[Doc]) -> None:
+        """spaCy's vector API on the stored token mix, unless static vectors give it (as in
+        spaCy, they win), nothing is stored, or the vector_hooks setting is off."""
+        if self.settings.vector_hooks and self.settings.store != "none" and not self.vocab.vectors.size:
+            for doc in docs:
+                add_vector_hooks(doc)
 
     def _readers(self) -> int:
         """How many listeners read this component's layers from a doc: a "*" listener that
@@ -383,7 +400,8 @@ class ElmoComponent(TrainablePipe):
             return losses
         batch = batch_id(docs)
         if not self.trains_bilm:
-            layers = self.model.predict(docs)  # frozen: cached, no gradients, no optimizer step
+            with self._cache_fill.watch(self.model.attrs["cache"], len(docs)):
+                layers = self.model.predict(docs)  # frozen: cached, no gradients, no optimizer step
             for listener in listeners:
                 receive(listener, batch, layers, ignore_gradient)
             return losses

@@ -11,7 +11,7 @@ from confection import Config
 
 from ..bilm import ElmoOptions
 from ..bilm.elmo_bilm import OPTIONS_NAME
-from ..io import read_jsonl
+from ..file_safety import read_jsonl
 from .config import (
     RESUMABLE_CHANGES,
     PretrainConfigError,

@@ -14,7 +14,7 @@ from typing import ContextManager, Iterator, Optional
 import torch
 
 from ..errors import PretrainDataError, PretrainDivergedError
-from ..io import FREE_SPACE_PREFIX, exclusive_lock, is_disk_full
+from ..file_safety import exclusive_lock, is_disk_full
 from .outputs import CHECKPOINT_NAME
 from .run import Run, say
 
@@ -118,9 +118,8 @@ def said_in_one_line(sitting: Sitting) -> Iterator[None]:
 
 
 def disk_full(sitting: Sitting, err: OSError) -> str:
-    # require_free_space's strerror says "No space left on device: N MiB free, about M MiB needed".
-    prefix, _, detail = (err.strerror or "").partition(": ")
-    where = f"{err.filename or sitting.output_dir}{f' ({detail})' if prefix == FREE_SPACE_PREFIX and detail else ''}"
+    detail = getattr(err, "detail", "")  # an ElmoDiskFullError's: how much is free and needed
+    where = f"{err.filename or sitting.output_dir}{f' ({detail})' if detail else ''}"
     return f"no space left on device writing {where}; {sitting.kept()}"
 
 

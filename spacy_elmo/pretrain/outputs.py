@@ -28,7 +28,7 @@ from ..bilm.elmo_bilm import OPTIONS_NAME, WEIGHTS_NAME
 from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
 from ..bilm.weights import write_weights
 from ..errors import PretrainConfigError, PretrainDataError
-from ..io import (
+from ..file_safety import (
     atomic_path,
     one_line_reason,
     read_jsonl,

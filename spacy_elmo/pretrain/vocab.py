@@ -10,7 +10,7 @@ import numpy
 
 from ..bilm.char_ids import BOS_TOKEN, EOS_TOKEN
 from ..errors import PretrainDataError
-from ..io import iter_utf8_lines, write_text_atomic
+from ..file_safety import iter_utf8_lines, write_text_atomic
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)

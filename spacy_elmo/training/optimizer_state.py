@@ -43,7 +43,7 @@ from thinc.api import Model, Optimizer, get_current_ops
 from thinc.util import to_numpy
 
 from ..errors import ElmoError
-from ..io import atomic_path
+from ..file_safety import atomic_path
 
 ParamKey = Tuple[int, str]
 

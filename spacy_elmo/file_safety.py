@@ -1,4 +1,5 @@
-"""File helpers shared by the library: atomic writes, locks, UTF-8 lines, sha256, JSONL."""
+"""File safety, one policy for the library: atomic writes, locks, free space and full disks, UTF-8 lines,
+JSON limits, checksums, JSONL. (Named so that it shadows no standard module.)"""
 
 import errno
 import fcntl
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Type, Union
 
-from .errors import ElmoError, ElmoFileNotFoundError, ElmoLockedError
+from .errors import ElmoDiskFullError, ElmoError, ElmoFileNotFoundError, ElmoLockedError, ElmoPermissionError
 
 _BLOCK = 1 << 20
 
@@ -47,7 +48,21 @@ def require_file(path: Union[str, Path], what: str, hint: str = "") -> Path:
         raise ElmoError(f"{what} {path} is a {kind}, not a regular file: give the file itself")
     if not path.is_file():
         raise ElmoFileNotFoundError(f"{what} not found: {path}")
+    require_readable(path, what)
     return path
+
+
+def require_readable(path: Path, what: str) -> None:
+    """An error naming ``path`` where this user may not open it for reading: tried, not
+    read off the mode bits (root reads a chmod 000 file; ACLs and NFS decide otherwise).
+    h5py and torch would say so in a traceback, or as a damaged file."""
+    try:
+        with open(path, "rb"):
+            pass
+    except PermissionError as err:
+        raise ElmoPermissionError(
+            f"{what} {path} cannot be read: permission denied (give this user read access, or a copy it can read)"
+        ) from err
 
 
 def require_writable_path(path: Union[str, Path], what: str) -> Path:
@@ -57,14 +72,41 @@ def require_writable_path(path: Union[str, Path], what: str) -> Path:
     path = Path(path)
     if path.is_dir():
         raise ElmoError(f"{what} {path} is a directory: give a file name")
+    _probe_writable(path.absolute(), what, path, ElmoError)
+    return path
+
+
+def require_new_dir(path: Union[str, Path], what: str, error: Type[ElmoError] = ElmoError) -> Path:
+    """Where ``atomic_dir`` may write the directory ``path``: the path itself, or the empty
+    directory a symlink names. Else one ``error`` naming ``what``, ``path`` and the problem: it
+    holds files or is a file, a dangling symlink, the current directory, under a file, or in a
+    place that cannot be written (read-only, forbidden). Made by a probe, as
+    ``require_writable_path`` checks a file's place."""
+    given = Path(path)
+    target = given.resolve()  # a symlink to a directory: fill the directory it names
+    if given.is_symlink() and not target.exists():
+        raise error(f"{what} {given} is a symlink to {os.readlink(given)}, which does not exist: give a new directory")
+    if target.exists() and not (target.is_dir() and not any(target.iterdir())):
+        raise error(f"{what} {given} exists and is not an empty directory: give a new one")
+    if target == Path.cwd() or target in Path.cwd().parents:
+        raise error(f"{what} {given} is the current directory (or holds it): give a new directory's name")
+    _probe_writable(target, what, given, error)
+    return target
+
+
+def _probe_writable(path: Path, what: str, given: Path, error: Type[ElmoError]) -> None:
+    """Whether something can be written beside the absolute ``path`` (its parents are made if
+    needed): by writing a probe file, which also catches read-only file systems."""
+    above = next(parent for parent in path.parents if parent.exists())
+    if not above.is_dir():
+        raise error(f"{what} {given} cannot be written: {above} is a file, not a directory")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         probe = path.with_name(f".{path.name}.probe{os.getpid()}")
         probe.touch()
         probe.unlink()
     except OSError as err:
-        raise ElmoError(f"{what} {path} cannot be written: {err.strerror or err}") from err
-    return path
+        raise error(f"{what} {given} cannot be written: {err.strerror or err}") from err
 
 
 def same_file(a: Union[str, Path], b: Union[str, Path]) -> bool:
@@ -90,17 +132,13 @@ def atomic_path(path: Path) -> Iterator[Path]:
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as err:
-        if err.filename is None:  # a write through a file object names no file: name the one meant
-            err.filename = str(path)
-        if not is_disk_full(err) and filled_the_disk(tmp):
-            raise disk_full_error(path) from err
-        raise
-    except RuntimeError as err:
+    except (OSError, RuntimeError) as err:
         # torch.save on a full disk: "enforce fail at inline_container.cc ... unexpected pos"; h5py's
         # close: RuntimeError. Neither says why: the file system the write just filled does.
-        if filled_the_disk(tmp):
-            raise disk_full_error(path) from err
+        if is_disk_full(err) or filled_the_disk(tmp):
+            raise ElmoDiskFullError(path) from err
+        if isinstance(err, OSError) and err.filename is None:  # a write through a file object names no file
+            err.filename = str(path)
         raise
     finally:
         if tmp.exists():
@@ -208,38 +246,63 @@ def one_line_reason(err: BaseException) -> str:
 
 
 def is_disk_full(err: BaseException) -> bool:
-    """Whether ``err`` is the file system's "no space left" (or quota exceeded)."""
-    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+    """Whether ``err`` is the file system's "no space left" (or quota exceeded): an OSError
+    ENOSPC or EDQUOT, or h5py's RuntimeError or OSError that quotes it only in its message."""
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(err, (OSError, RuntimeError)) and any(said in str(err) for said in _NO_SPACE_SAID)
 
 
-# Free bytes below which a failed write counts as having filled the disk.
-FULL_DISK_BYTES = 1 << 20
+_NO_SPACE_SAID = ("errno = 28", "No space left on device")
+# Free bytes every write leaves: room for HDF5's metadata, flushed at checkpoints and at close
+# (a write that fills the disk leaves h5py in a state that can end in a segfault: stop before it).
+SPARE_BYTES = 8 << 20
+# Free bytes below which a write that failed counts as having filled the disk.
+FILLED_DISK_BYTES = 1 << 20
 
 
 def filled_the_disk(tmp: Path) -> bool:
     """Whether a write to ``tmp`` that failed left its file system (nearly) full."""
     try:
-        return tmp.exists() and shutil.disk_usage(tmp.parent).free < FULL_DISK_BYTES
+        return tmp.exists() and shutil.disk_usage(tmp.parent).free < FILLED_DISK_BYTES
     except OSError:
         return False
 
 
-FREE_SPACE_PREFIX = "No space left on device"
+def hdf5_bytes(arrays: Iterable[Any]) -> int:
+    """About what writing ``arrays`` (anything with ``nbytes``) as HDF5 datasets takes: their
+    bytes and 4 KiB of headers each."""
+    return sum(array.nbytes + 4096 for array in arrays)
 
 
-def disk_full_error(path: Union[str, Path], strerror: str = FREE_SPACE_PREFIX) -> OSError:
-    return OSError(errno.ENOSPC, strerror, str(path))
+@contextmanager
+def full_disk_as(path: Union[str, Path]) -> Iterator[None]:
+    """A full disk met in the block (the file system's ENOSPC, h5py's message quoting it, a
+    write refused before it) as one ``ElmoDiskFullError`` naming ``path`` (the output meant, not
+    a temporary), with how much was free and needed where that is known."""
+    try:
+        yield
+    except (OSError, RuntimeError) as err:
+        if not is_disk_full(err):
+            raise
+        raise ElmoDiskFullError(path, getattr(err, "detail", "")) from err
 
 
 def require_free_space(path: Union[str, Path], needed: int) -> None:
-    """An ENOSPC error naming ``path`` where its file system has less than ``needed`` bytes
-    free: checked before a write, since torch's and h5py's writers fail on a full disk with
-    errors that do not say so, and h5py may crash."""
-    needed += FULL_DISK_BYTES  # what a write that fills the disk would leave
-    free = shutil.disk_usage(Path(path).parent).free
-    if free < needed:
-        raise disk_full_error(
-            path, f"{FREE_SPACE_PREFIX}: {free / 2**20:.1f} MiB free, about {needed / 2**20:.1f} MiB needed"
+    """An ``ElmoDiskFullError`` naming ``path`` where its file system has less than ``needed``
+    bytes free beyond SPARE_BYTES: checked before a write, since torch's and h5py's writers fail on
+    a full disk with errors that do not say so, and h5py may crash. ``path``'s directory need not
+    exist yet."""
+    directory = Path(path).absolute().parent
+    while not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    free = shutil.disk_usage(directory).free
+    if free < needed + SPARE_BYTES:
+        mib = 1 << 20
+        raise ElmoDiskFullError(
+            path,
+            f"{free / mib:.1f} MiB free; the next write needs {needed / mib:.1f} MiB "
+            f"and {SPARE_BYTES // mib} MiB is kept spare",
         )
 
 
@@ -320,6 +383,7 @@ def check_json_depth(data: Any) -> None:
 
 def read_json(path: Path, error: Type[Exception]) -> Any:
     """A JSON file's content; a file that is not UTF-8 JSON raises ``error`` naming it."""
+    require_readable(path, "the file")
     try:
         return parse_json(path.read_text(encoding="utf8"))
     except (UnicodeDecodeError, ValueError) as err:

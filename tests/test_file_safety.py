@@ -1,4 +1,4 @@
-"""spacy_elmo.io: the lock beside an output."""
+"""spacy_elmo.file_safety: the lock beside an output, files that must exist."""
 
 import errno
 import fcntl
@@ -10,7 +10,7 @@ import pytest
 
 import spacy_elmo
 from spacy_elmo.errors import ElmoLockedError
-from spacy_elmo.io import exclusive_lock, lock_path
+from spacy_elmo.file_safety import exclusive_lock, lock_path
 
 ROOT = os.path.dirname(os.path.dirname(spacy_elmo.__file__))
 
@@ -34,7 +34,7 @@ def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     out = tmp_path / "out.hdf5"
     script = (
         "import os, sys\n"
-        "from spacy_elmo.io import exclusive_lock\n"
+        "from spacy_elmo.file_safety import exclusive_lock\n"
         "with exclusive_lock(sys.argv[1], 'OUTPUT_FILE'):\n"
         "    os._exit(9)\n"  # dies holding it: no release code runs
     )
@@ -58,7 +58,7 @@ def test_a_file_system_without_locks_warns_and_runs(tmp_path, monkeypatch):
 
 def test_a_device_given_as_a_file_says_what_it_is():
     from spacy_elmo.errors import ElmoError
-    from spacy_elmo.io import require_file
+    from spacy_elmo.file_safety import require_file
 
     with pytest.raises(ElmoError, match=r"^weight file /dev/null is a character device, not a regular file: give"):
         require_file("/dev/null", "weight file")
@@ -74,3 +74,53 @@ def test_a_lock_on_a_full_disk_still_holds(tmp_path, monkeypatch):
         with pytest.raises(ElmoLockedError, match=r"is being written by another run \(its pid not recorded yet"):
             with exclusive_lock(out, "OUTPUT_FILE"):
                 pytest.fail("locked twice")
+
+
+def test_one_disk_full_detector_knows_the_errno_and_h5pys_messages():
+    from spacy_elmo.file_safety import is_disk_full
+
+    assert is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+    assert is_disk_full(OSError(errno.EDQUOT, "Disk quota exceeded"))
+    # h5py quotes the errno inside its message, with no errno of its own
+    assert is_disk_full(RuntimeError("Can't write data (file write failed: ..., errno = 28, error message = ...)"))
+    assert is_disk_full(OSError("Unable to synchronously create file (No space left on device)"))
+    assert not is_disk_full(OSError(errno.EACCES, "Permission denied"))
+    assert not is_disk_full(RuntimeError("unexpected pos 704 vs 598"))
+
+
+def test_free_space_is_checked_where_the_directory_is_yet_to_be_made(tmp_path, monkeypatch):
+    import shutil
+
+    from spacy_elmo.errors import ElmoDiskFullError, ElmoError
+    from spacy_elmo.file_safety import SPARE_BYTES, require_free_space
+
+    real, asked = shutil.disk_usage, []
+
+    def usage(path):
+        asked.append(path)
+        return real(path)._replace(free=SPARE_BYTES + 1000)
+
+    monkeypatch.setattr(shutil, "disk_usage", usage)
+    target = tmp_path / "new" / "deeper" / "weights.hdf5"
+    require_free_space(target, 1000)
+    assert asked == [tmp_path]
+    with pytest.raises(ElmoDiskFullError) as err:
+        require_free_space(target, 1001)
+    assert isinstance(err.value, OSError) and isinstance(err.value, ElmoError) and err.value.errno == errno.ENOSPC
+    assert str(err.value) == (
+        f"no space left on device for {target} (8.0 MiB free; the next write needs 0.0 MiB and 8 MiB is kept spare)"
+    )
+
+
+def test_an_atomic_write_that_meets_a_full_disk_is_the_one_disk_full_error_and_leaves_nothing(tmp_path):
+    from spacy_elmo.errors import ElmoDiskFullError
+    from spacy_elmo.file_safety import atomic_path
+
+    target = tmp_path / "out.json"
+    with pytest.raises(ElmoDiskFullError) as err:
+        with atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert err.value.filename == str(target) and err.value.detail == ""
+    assert str(err.value) == f"no space left on device for {target}"
+    assert os.listdir(tmp_path) == []
