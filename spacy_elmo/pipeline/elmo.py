@@ -19,7 +19,7 @@ from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
 from ..doc_data import DocStore, check_token_mix_length, token_mix_weights
-from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
+from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
 from ..layers.bilm_layer import (
     DEFAULT_MAX_SEGMENT_LENGTH,
     adopt_loaded_bilm,
@@ -262,8 +262,6 @@ class ElmoComponent(TrainablePipe):
         except (ValueError, LookupError, TypeError) as err:  # our ElmoErrors, damaged msgpack
             if restore_bilm is not None:
                 restore_bilm()
-            if isinstance(err, ElmoSavedPipelineError):  # it names the file already
-                raise
             raise ElmoWeightsError(f"component '{self.name}': cannot load {what}: {err}") from err
         if with_model:
             self._check_token_mix()
