@@ -6,7 +6,10 @@ then the best model scored ONCE on the test split with ``spacy evaluate``.
 
 Every config runs under its own stopping rule (``training.patience``, the same
 value in all our configs); overrides such as ``--paths.elmo_options`` or
-``--training.max_steps`` go straight to ``spacy train``.
+``--training.max_steps`` go straight to ``spacy train``. ``--threads N`` runs
+``spacy train`` and ``spacy evaluate`` with N torch threads (``OMP_NUM_THREADS``;
+0, the default: torch's own, a thread per core): beside another job, 1 thread
+keeps the biLM from running many times slower (docs/project.md, "Threads").
 
 Per seed it writes ``training/NAME/seed{N}/`` (the models and ``log.jsonl``,
 one line per evaluation) and ``metrics/NAME/seed{N}.json``: the test scores,
@@ -35,6 +38,7 @@ existing row's config (NER's ``efficiency_both``: its baseline is
 ``ner_vectors``).
 """
 
+import os
 import subprocess
 import sys
 import time
@@ -104,6 +108,7 @@ def run_seed(
     training_dir: Path,
     metrics_dir: Path,
     same_as: Optional[str] = None,
+    threads: int = 0,
 ) -> Path:
     out_dir = training_dir / name / f"seed{seed}"
     metrics_file = metrics_dir / name / f"seed{seed}.json"
@@ -131,9 +136,10 @@ def run_seed(
         *overrides,
     ]
     start = time.time()
-    train_next_stretch(config, out_dir, train_overrides, inputs, f"{name}, seed {seed}", gpu_id)
+    env = threads_env(threads)
+    train_next_stretch(config, out_dir, train_overrides, inputs, f"{name}, seed {seed}", gpu_id, env)
     wall_seconds = time.time() - start
-    test_scores = None if test is None else score_test(out_dir, test, gold_preproc, gpu_id)
+    test_scores = None if test is None else score_test(out_dir, test, gold_preproc, gpu_id, env)
     result = {
         "name": name,
         **run,
@@ -214,8 +220,21 @@ def superseded(metrics_file: Path, out_dir: Path, config: Path, inputs: Dict[str
     return bool(changed)
 
 
+def threads_env(threads: int) -> Optional[Dict[str, str]]:
+    """The environment of a child that runs torch on THREADS threads (None: 0, this one's)."""
+    if not threads:
+        return None
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
 def train_next_stretch(
-    config: Path, out_dir: Path, train_overrides: List[str], inputs: Dict[str, str], label: str, gpu_id: int
+    config: Path,
+    out_dir: Path,
+    train_overrides: List[str],
+    inputs: Dict[str, str],
+    label: str,
+    gpu_id: int,
+    env: Optional[Dict[str, str]] = None,
 ) -> None:
     """Train the run's next stretch (from its last evaluation if it was stopped); nothing if it is finished."""
     stretch = resume_training.next_stretch(config, out_dir, train_overrides, inputs)
@@ -224,16 +243,18 @@ def train_next_stretch(
     command = [sys.executable, "-m", "spacy", "train", str(stretch.config), "--output", str(out_dir)]
     command += ["--gpu-id", str(gpu_id), *stretch.overrides]
     typer.echo(f"=== {label}: {' '.join(command)}")
-    subprocess.run(command, check=True)
+    subprocess.run(command, check=True, env=env)
     resume_training.end_stretch(out_dir)
 
 
-def score_test(out_dir: Path, test: Path, gold_preproc: bool, gpu_id: int) -> Dict[str, Any]:
+def score_test(
+    out_dir: Path, test: Path, gold_preproc: bool, gpu_id: int, env: Optional[Dict[str, str]] = None
+) -> Dict[str, Any]:
     """The best model's scores on the test split (spacy evaluate), kept beside the model."""
     scores_file = out_dir / "test_scores.json"
     command = [sys.executable, "-m", "spacy", "evaluate", str(out_dir / "model-best"), str(test)]
     command += ["--output", str(scores_file), "--gpu-id", str(gpu_id)]
-    subprocess.run(command + (["--gold-preproc"] if gold_preproc else []), check=True)
+    subprocess.run(command + (["--gold-preproc"] if gold_preproc else []), check=True, env=env)
     return read_json(scores_file, ProjectDataError)
 
 
@@ -260,12 +281,27 @@ def main(
     same_as: Optional[str] = typer.Option(
         None, "--same-as", help="a run whose seeds, where they are this very run, are recorded for NAME untrained"
     ),
+    threads: int = typer.Option(
+        0, "--threads", min=0, help="torch threads of spacy train and evaluate (0: torch's default)"
+    ),
 ):
     """Train NAME for each seed, then score each best model once on TEST."""
     for seed in parse_seeds(seeds):
         overrides = list(ctx.args)
         run_seed(
-            config, train, dev, test, name, seed, overrides, gold_preproc, gpu_id, training_dir, metrics_dir, same_as
+            config,
+            train,
+            dev,
+            test,
+            name,
+            seed,
+            overrides,
+            gold_preproc,
+            gpu_id,
+            training_dir,
+            metrics_dir,
+            same_as,
+            threads,
         )
 
 

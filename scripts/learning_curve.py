@@ -175,6 +175,7 @@ def run_curve(
     gold_preproc: bool = typer.Option(False, "--gold-preproc"),
     training_dir: Path = typer.Option(Path("training"), "--training-dir"),
     metrics_dir: Path = typer.Option(Path("metrics"), "--metrics-dir"),
+    threads: int = typer.Option(0, "--threads", min=0, help="torch threads per run (0: torch's default)"),
 ):
     """Train every config of TASK (or --runs) on every subset (extra args go to spacy train)."""
     if task not in CURVE:
@@ -203,6 +204,7 @@ def run_curve(
                     training_dir,
                     metrics_dir,
                     same_as=None if twin is None else curve_name(twin, subset.stem),
+                    threads=threads,
                 )
 
 
@@ -243,6 +245,12 @@ def mean_sd_text(scores: List[float]) -> str:
     return f"{statistics.fmean(scores):.2f} ± {statistics.stdev(scores):.2f}"
 
 
+def seeds_heading(curves: Dict[str, Dict[str, List[Tuple[int, List[float]]]]]) -> str:
+    """ "one seed" where every point (of every task) has one, else what the cells show."""
+    counts = {len(scores) for task in curves.values() for run in task.values() for _, scores in run}
+    return "one seed" if counts == {1} else "mean ± sd over seeds"
+
+
 def target_lines(metrics_dir: Path) -> List[str]:
     lines = []
     for subsets, elmo, baseline, margin in TARGETS:
@@ -257,6 +265,26 @@ def target_lines(metrics_dir: Path) -> List[str]:
                     f"- {subset}: `{elmo}` vs `{baseline}`: {gain:+.2f} F1 (target >= +{margin:.1f}): **{verdict}**"
                 )
     return lines
+
+
+def plot_runs(ax, curves: Dict[str, List[Tuple[int, List[float]]]]) -> None:
+    """A line per run on a log x axis ticked at the subsets' sizes (plain numbers); error bars
+    (sd over seeds) only where a point has seeds, so one seed's legend shows none."""
+    from matplotlib.ticker import NullFormatter, NullLocator
+
+    for run, run_points in curves.items():
+        xs = [n for n, _ in run_points]
+        means = [statistics.fmean(s) for _, s in run_points]
+        if any(len(s) > 1 for _, s in run_points):
+            sds = [statistics.stdev(s) if len(s) > 1 else 0.0 for _, s in run_points]
+            ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, label=run)
+        else:
+            ax.plot(xs, means, marker="o", label=run)
+    ax.set_xscale("log")
+    sizes = sorted({n for run_points in curves.values() for n, _ in run_points})
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
 
 
 @app.command("plot")
@@ -277,15 +305,10 @@ def plot_curve(
         raise typer.BadParameter(f"--subsets: unknown task(s) {unknown}; known: {sorted(CURVE)}")
     reports_dir.mkdir(parents=True, exist_ok=True)
     figure, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.5), squeeze=False)
-    lines = ["# Learning curve (test scores, mean ± sd over seeds)", ""]
-    for ax, (task, folder) in zip(axes[0], tasks.items()):
-        curves = points(task, metrics_dir, Path(folder))
-        for run, run_points in curves.items():
-            xs = [n for n, _ in run_points]
-            means = [statistics.fmean(s) for _, s in run_points]
-            sds = [statistics.stdev(s) if len(s) > 1 else 0.0 for _, s in run_points]
-            ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, label=run)
-        ax.set_xscale("log")
+    every = {task: points(task, metrics_dir, Path(folder)) for task, folder in tasks.items()}
+    lines = [f"# Learning curve (test scores, {seeds_heading(every)})", ""]
+    for ax, (task, curves) in zip(axes[0], every.items()):
+        plot_runs(ax, curves)
         ax.set_xlabel("training sentences")
         ax.set_ylabel(SCORE[task][1])
         ax.legend()

@@ -155,8 +155,19 @@ def representations(bilm: ElmoBiLM, random_bilm: ElmoBiLM, vectors, train: Tagge
 PROBE_HEADING = "# What each layer knows: linear probes on frozen features (test scores)"
 
 
+def probed_line(bilm_dir: Path, bilm: ElmoBiLM) -> str:
+    """Which biLM the table probes: a demo probes its own small biLM, not the bundled one its tasks read."""
+    n_parameters = sum(parameter.numel() for parameter in bilm.parameters())
+    which = f"`{bilm_dir.as_posix()}`"
+    if bilm_dir.resolve() == Path(DEFAULT_BILM_DIR).resolve():
+        which += ', the package\'s bundled biLM (what `nlp.add_pipe("elmo")` loads)'
+    else:
+        which += ', not the package\'s bundled biLM (what `nlp.add_pipe("elmo")` loads)'
+    return f"The biLM probed: {which}: {n_parameters / 1e6:.1f}M parameters, 2P = {bilm.options.output_dim}."
+
+
 def write_outputs(
-    output_dir: Path, results: Dict[str, Dict[str, float]], sizes: Dict[str, int], bilm_dir: Path
+    output_dir: Path, results: Dict[str, Dict[str, float]], sizes: Dict[str, int], bilm_dir: Path, probed: str
 ) -> None:
     import matplotlib
 
@@ -169,7 +180,8 @@ def write_outputs(
         json.dumps({"bilm_dir": str(bilm_dir), "tokens": sizes, "scores": results}, indent=2) + "\n",
     )
     names = list(next(iter(results.values())))
-    lines = [PROBE_HEADING, "", "| representation | " + " | ".join(results) + " |", "|---|" + "---|" * len(results)]
+    lines = [PROBE_HEADING, "", probed, ""]
+    lines += ["| representation | " + " | ".join(results) + " |", "|---|" + "---|" * len(results)]
     lines += [
         f"| {name} | " + " | ".join(f"{100 * results[task][name]:.1f}" for task in results) + " |" for name in names
     ]
@@ -182,8 +194,9 @@ def write_outputs(
         numpy.arange(len(names)) + width * (len(results) - 1) / 2, names, rotation=35, ha="right", fontsize=8
     )
     axis.set_ylabel("test score (%)")
-    axis.set_title("Linear probes on frozen features: which layer knows what")
-    axis.legend()
+    axis.set_title("Linear probes on frozen features: which layer knows what", pad=24)
+    # Above the axes: inside, it covered a bar.
+    axis.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=len(results), frameon=False, fontsize=8)
     figure.tight_layout()
     figure.savefig(output_dir / "probe.png", dpi=120)
 
@@ -203,8 +216,11 @@ def main(
         2000, "--max-sentences", min=10, help="CoNLL train sentences (dev: half as many)"
     ),
     seed: int = typer.Option(0, "--seed"),
+    threads: int = typer.Option(0, "--threads", min=0, help="torch threads (0: torch's default)"),
 ) -> None:
     """Probe each biLM layer for POS (Brown, held out of pretraining) and NER (CoNLL)."""
+    if threads:
+        torch.set_num_threads(threads)
     bilm = ElmoBiLM.from_dir(bilm_dir)
     torch.manual_seed(seed)
     random_bilm = ElmoBiLM(bilm.options).eval()  # pretraining's initialisation: the floor
@@ -223,7 +239,7 @@ def main(
         results[title] = probe_task(features, train, test, task, seed)
         sizes[title] = sum(len(words) for words, _ in test)
         typer.echo(f"{title}: " + ", ".join(f"{name} {100 * s:.1f}" for name, s in results[title].items()), err=True)
-    write_outputs(output_dir, results, sizes, bilm_dir)
+    write_outputs(output_dir, results, sizes, bilm_dir, probed_line(bilm_dir, bilm))
 
 
 if __name__ == "__main__":

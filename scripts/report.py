@@ -409,6 +409,7 @@ def markdown(
     speeds=None,
     adapted_dir=None,
     reduced: bool = False,
+    example: Sequence[str] = (),
 ) -> str:
     out = [
         f"# {title}",
@@ -422,9 +423,10 @@ def markdown(
     out += sentiment_table_lines(summary, speeds.get("sentiment"))
     out += [
         "",
-        "Mean ± sample standard deviation over seeds. Minutes: training time of `spacy train` (its log; all stretches of a resumed run).",
+        f"{seeds_note(summary)} Minutes: training time of `spacy train` (its log; all stretches of a resumed run).",
     ]
     out += ["", REDUCED_NOTE] if reduced else []
+    out += list(example)
     out += ["", "## Targets", ""] + (target_lines(summary, judged=not reduced) or ["(not enough runs to compare)"])
     out += layer_weight_lines(runs)
     investigations = investigations or {}
@@ -435,6 +437,18 @@ def markdown(
     out += ["", "## The biLM", ""] + pretrain_lines
     out += ["", "## Context: the paper", "", PAPER_CONTEXT, ""]
     return "\n".join(out)
+
+
+def seeds_note(summary: Dict[str, Dict[str, Any]]) -> str:
+    """What a table cell is: a mean ± sd over seeds, or one seed's figure where a run has one."""
+    seeds = {row["n_seeds"] for row in summary.values()}
+    if seeds == {1}:
+        return "One seed per run: each figure is that seed's (the spread between seeds is not known)."
+    if 1 in seeds:
+        return (
+            "Mean ± sample standard deviation over seeds; a run of one seed (its seeds column) shows its figure alone."
+        )
+    return "Mean ± sample standard deviation over seeds."
 
 
 def ner_table_lines(summary, speeds) -> List[str]:
@@ -469,6 +483,8 @@ def sentiment_table_lines(summary, speeds) -> List[str]:
         for name, description in SENTIMENT_RUNS
         if (s := summary.get(name))
     ]
+    if not rows:  # the demo trains no sentiment run unless train-sentiment-demo was run
+        return []
     header = ["config", "token representation", "test accuracy", "macro F1", "neutral F1"]
     header += ["best dev macro F1", "epochs", "steps", "minutes", "seeds"]  # spaCy's cats_score, exclusive classes
     title = "## Sentiment: movie-review snippets, 5 classes (test split of the seeded 80/10/10 split)"
@@ -481,7 +497,8 @@ def layer_weight_lines(runs) -> List[str]:
         return []
     out = [
         "",
-        "## What the tasks learned to use: ELMo layer weights softmax(s) and gamma (seed means)",
+        "## What the tasks learned to use: ELMo layer weights softmax(s) and gamma "
+        + ("(one seed)" if all(len(seeds) == 1 for seeds in runs.values()) else "(seed means)"),
         "",
         "| run | component | layer 0 (char CNN) | layer 1 | layer 2 | gamma |",
         "|---|---|---|---|---|---|",
@@ -566,9 +583,11 @@ def layer_weight_rows(runs: Dict[str, List[Dict[str, Any]]]):
 
 
 def score_bars(ax, summary, task_runs, key: str, label: str) -> None:
-    """A task's test scores, a bar per run, ELMo's red: from 0, so bars compare by their
-    heights; error bars (the seeds' sample standard deviation) only where a run has seeds."""
+    """A task's test scores, a bar per run, ELMo's red, each bar labelled with its score; the
+    axis spans the scores (not 0-100), so gaps of a fraction of a point show; error bars (the
+    seeds' sample standard deviation) only where a run has seeds."""
     names = [n for n, _ in task_runs if n in summary]
+    ends: List[float] = []  # the bars' tops and their error bars' ends
     for with_elmo, color, legend in ((False, "#999", "without ELMo"), (True, "#c44", "with ELMo")):
         shown = [(i, n) for i, n in enumerate(names) if is_elmo_run(n) == with_elmo]
         if not shown:
@@ -576,14 +595,28 @@ def score_bars(ax, summary, task_runs, key: str, label: str) -> None:
         means = [100 * mean_sd(summary[n][key])[0] for _, n in shown]
         spread = any(summary[n]["n_seeds"] > 1 for _, n in shown)
         sds = [100 * mean_sd(summary[n][key])[1] for _, n in shown] if spread else None
-        ax.bar([i for i, _ in shown], means, yerr=sds, capsize=4, color=color, label=legend)
+        bars = ax.bar([i for i, _ in shown], means, yerr=sds, capsize=4, color=color, label=legend)
+        ax.bar_label(bars, labels=[f"{m:.2f}" for m in means], fontsize=8, padding=2)
+        spreads = sds or [0.0] * len(means)
+        ends += [m - sd for m, sd in zip(means, spreads)] + [m + sd for m, sd in zip(means, spreads)]
     ax.set_xticks(range(len(names)))
     # Slanted: the _acc runs' names overlap their neighbours' when level.
     ax.set_xticklabels([n.split("_", 1)[1] for n in names], rotation=30, ha="right")
+    if ends:
+        low, high = score_axis(ends)
+        ax.set_ylim(low, high)
+        label = f"{label} (axis from {low:g})" if low > 0 else label
     ax.set_ylabel(label)
-    ax.set_ylim(0, 100)
     if names:  # above the axes: inside, it hid the tallest bars
         ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=2, frameon=False)
+
+
+def score_axis(scores: Sequence[float]) -> Tuple[float, float]:
+    """Y limits that show the scores' differences: from a round number a little below the lowest
+    (never below 0) to room above the highest for the bars' labels."""
+    low, high = min(scores), max(scores)
+    pad = max((high - low) * 0.25, 1.0)
+    return max(0.0, 5 * ((low - 2 * pad) // 5)), min(100.0, high + pad)
 
 
 def figure_lines(written: List[Path], reports_dir: Path) -> str:
@@ -599,9 +632,17 @@ def plots(summary, runs, pretrain_records, reports_dir: Path) -> List[Path]:
     import matplotlib.pyplot as plt
 
     written = []
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    score_bars(axes[0], summary, NER_RUNS, "f1", "CoNLL-2003 test F1")
-    score_bars(axes[1], summary, SENTIMENT_RUNS, "accuracy", "5-class sentiment test accuracy")
+    panels = [
+        (task_runs, key, label)
+        for task_runs, key, label in (
+            (NER_RUNS, "f1", "CoNLL-2003 test F1"),
+            (SENTIMENT_RUNS, "accuracy", "5-class sentiment test accuracy"),
+        )
+        if any(name in summary for name, _ in task_runs)
+    ] or [(NER_RUNS, "f1", "CoNLL-2003 test F1")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    for ax, (task_runs, key, label) in zip(axes[0], panels):
+        score_bars(ax, summary, task_runs, key, label)  # a task without runs gets no empty panel
     fig.tight_layout()
     written.append(reports_dir / "scores.png")
     fig.savefig(written[-1], dpi=110)
@@ -630,6 +671,45 @@ def plots(summary, runs, pretrain_records, reports_dir: Path) -> List[Path]:
         fig.savefig(written[-1], dpi=110)
         plt.close(fig)
     return written
+
+
+# The product in use: the NER pipelines with and without ELMo on a sentence (report --example).
+EXAMPLE_RUNS = ("ner_vectors", "ner_vectors_elmo")
+
+
+def entities_cell(doc) -> str:
+    return ", ".join(f"{ent.text} ({ent.label_})" for ent in doc.ents) or "(none)"
+
+
+def example_lines(training_dir: Path, texts: Sequence[str], test: Optional[Path] = None) -> List[str]:
+    """The entities each of EXAMPLE_RUNS' seed-0 pipelines (``model-best``) finds in TEXTS and, with
+    TEST, in the first test sentence on which they differ (beside the gold entities)."""
+    import spacy
+    from spacy.tokens import Doc, DocBin
+
+    models = {run: training_dir / run / "seed0" / "model-best" for run in EXAMPLE_RUNS}
+    if not (texts or test) or not all(path.is_dir() for path in models.values()):
+        return []
+    pipelines = {run: spacy.load(path) for run, path in models.items()}
+    rows: List[Tuple[str, Optional[str], List[str]]] = [
+        (text, None, [entities_cell(nlp(text)) for nlp in pipelines.values()]) for text in texts
+    ]
+    if test is not None:
+        vocab = next(iter(pipelines.values())).vocab
+        for gold in (sent.as_doc() for doc in DocBin().from_disk(test).get_docs(vocab) for sent in doc.sents):
+            words = [token.text for token in gold]
+            found = [entities_cell(nlp(Doc(nlp.vocab, words=words))) for nlp in pipelines.values()]
+            if len(set(found)) > 1:
+                rows.append((gold.text, entities_cell(gold), found))
+                break
+    header = "| sentence | gold | " + " | ".join(f"`{run}` found" for run in pipelines) + " |"
+    lines = ["", "## The product in use: entities found with and without ELMo", "", header, "|---|---|---|---|"]
+    lines += [f"| {text} | {gold or '-'} | " + " | ".join(found) + " |" for text, gold, found in rows]
+    return lines + [
+        "",
+        f"Each run's seed-0 `model-best` under `{training_dir.as_posix()}`; the last row"
+        + (", the first test sentence on which the two differ." if test is not None else "."),
+    ]
 
 
 # Sections other steps wrote into the reports folder (learning-curve, probe), included when present.
@@ -663,6 +743,13 @@ def main(
     reduced: bool = typer.Option(
         False, "--reduced", help="a reduced run (the demo): say what its figures mean, judge no target"
     ),
+    examples: List[str] = typer.Option(
+        [], "--example", help="a sentence to show the NER pipelines' entities on (with --training-dir)"
+    ),
+    example_test: Optional[Path] = typer.Option(
+        None, "--example-test", help="a test .spacy: also its first sentence on which the pipelines differ"
+    ),
+    training_dir: Path = typer.Option(Path("training"), "--training-dir", help="the runs' models, for --example"),
 ):
     """Write results.md, the plots and metrics/summary.json."""
     # The learning curve's runs (curve_*) have their own report (learning_curve.py).
@@ -674,7 +761,10 @@ def main(
     pretrain_lines, pretrain_records = pretrain_section(bilm_dir)
     reports_dir.mkdir(parents=True, exist_ok=True)
     speeds = load_speeds(metrics_dir)
-    results = markdown(summary, runs, pretrain_lines, title, investigations, bilm_dir, speeds, adapted_dir, reduced)
+    example = example_lines(training_dir, examples, example_test)
+    results = markdown(
+        summary, runs, pretrain_lines, title, investigations, bilm_dir, speeds, adapted_dir, reduced, example
+    )
     written = plots(summary, runs, pretrain_records, reports_dir)
     results += figure_lines(written, reports_dir) + other_sections(reports_dir)
     (reports_dir / "results.md").write_text(results, encoding="utf8")

@@ -172,6 +172,17 @@ def test_the_pages_give_make_tests_minutes_and_demo_minutes_that_agree():
     assert f"about {minutes} minutes at 1 thread" in project_page and f"demo's {low} to {high} minutes" in project_page
 
 
+def test_the_pages_give_one_figure_for_the_demo_pretraining_at_torchs_default_threads():
+    """docs/project.md and project.yml's vars said 12x slower, pretrain-demo's help 6x."""
+    pages = [REPO / "project.yml", REPO / "docs" / "project.md", REPO / "docs" / "pretraining.md"]
+    text = " ".join(" ".join(page.read_text(encoding="utf8").replace("#", " ").split()) for page in pages)
+    figures = re.findall(r"pretraining ran (\d+)(?:x| times) slower|another job on 2 cores it ran (\d+)x slower", text)
+    help_text = [c["help"] for c in srsly.read_yaml(REPO / "project.yml")["commands"] if c["name"] == "pretrain-demo"]
+    figures += re.findall(r"beside another job it ran (\d+)x slower", help_text[0])
+    found = {figure for match in figures for figure in (match if isinstance(match, tuple) else (match,)) if figure}
+    assert len(figures) >= 4 and len(found) == 1, figures
+
+
 def test_the_speed_pages_measured_figures_table_holds_one_figure_per_cell():
     """Its cells once held paragraphs (runs, ranges, dates, history): those belong in the log below it."""
     speed = (REPO / "docs" / "speed.md").read_text(encoding="utf8")

@@ -667,3 +667,33 @@ def test_a_checkpoint_written_before_train_only_existed_resumes():
     assert config_differences(saved, current) == []
     current["training"]["train_only"] = "head"
     assert config_differences(saved, current) == [("training.train_only", "all", "head")]
+
+
+def test_the_pretraining_curve_has_one_legend_for_both_lines_and_every_point_inside():
+    """The demo's pretrain_curve.png had no legend (train loss vs dev perplexity) and its first
+    point off the axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from spacy_elmo.pretrain.outputs import curve_figure
+
+    records = [{"step": s, "loss": 9.0 - s / 100} for s in range(10, 410, 10)]
+    records += [{"step": s, "dev_perplexity": 3000.0 / (s / 50)} for s in range(50, 450, 50)]
+    figure = curve_figure(records)
+    loss_axis, perplexity_axis = figure.axes
+    assert [text.get_text() for text in loss_axis.get_legend().get_texts()] == ["train loss", "dev perplexity"]
+    assert loss_axis.get_xlim()[0] == 0 and loss_axis.get_xlim()[1] > 400
+    low, high = perplexity_axis.get_ylim()
+    assert low < 375.0 and high > 3000.0  # the first (highest) and the last point inside, with room
+    figure.canvas.draw()
+    labels = [label.get_text() for label in perplexity_axis.get_yticklabels() if label.get_text()]
+    assert labels and all(label.isdigit() for label in labels)  # plain numbers, not 10^3
+    narrow = [{"step": s, "loss": 6.0} for s in (10, 20)] + [
+        {"step": s, "dev_perplexity": p} for s, p in ((50, 563.5), (100, 510.1), (400, 337.6))
+    ]  # the demo's: a log axis labelled one tick
+    perplexity_axis = curve_figure(narrow).axes[1]
+    low, high = perplexity_axis.get_ylim()
+    assert perplexity_axis.get_yscale() == "linear" and low < 337.6 and high > 563.5
+    plt.close("all")

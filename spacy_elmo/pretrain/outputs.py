@@ -179,27 +179,47 @@ def truncate_metrics(path: Path, last_step: int) -> None:
 
 
 def plot_curve(records: List[Dict[str, Any]], png_path: Path) -> None:
-    """The training loss and dev perplexity (``metrics.jsonl`` records) against steps."""
+    """The training loss and dev perplexity (``metrics.jsonl`` records) against steps, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    train = [r for r in records if "loss" in r]
-    dev = [r for r in records if "dev_perplexity" in r]
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("train loss (nats, mean of both directions)")
-    if dev:
-        ax2 = ax.twinx()
-        ax2.plot(
-            [r["step"] for r in dev], [r["dev_perplexity"] for r in dev], "o-", color="#c44", label="dev perplexity"
-        )
-        ax2.set_ylabel("dev perplexity")
-        ax2.set_yscale("log")
-    ax.set_title("biLM pretraining")
-    fig.tight_layout()
+    fig = curve_figure(records)
     with atomic_path(png_path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
+
+
+def curve_figure(records: List[Dict[str, Any]]):
+    """The curve's figure: one legend for both lines, every point inside the axes (steps from 0,
+    perplexity's log axis padded and labelled in plain numbers)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
+    train = [r for r in records if "loss" in r]
+    dev = [r for r in records if "dev_perplexity" in r]
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    lines = ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
+    ax.set_xlabel("step")
+    ax.set_ylabel("train loss (nats, mean of both directions)")
+    ax.set_xlim(left=0, right=max([r.get("step", 0) for r in records], default=0) * 1.03 or 1)
+    if dev:
+        ax2 = ax.twinx()
+        perplexities = [r["dev_perplexity"] for r in dev]
+        lines += ax2.plot([r["step"] for r in dev], perplexities, "o-", color="#c44", label="dev perplexity")
+        low, high = min(perplexities), max(perplexities)
+        if high / low < 4:  # a narrow range: a log axis would label one or two ticks
+            ax2.set_ylabel("dev perplexity")
+            ax2.set_ylim(low - (high - low) * 0.1 - 1, high + (high - low) * 0.1 + 1)
+        else:
+            ax2.set_ylabel("dev perplexity (log scale)")
+            ax2.set_yscale("log")
+            ax2.set_ylim(low / 1.15, high * 1.15)
+            ax2.yaxis.set_major_locator(LogLocator(subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+            ax2.yaxis.set_major_formatter(ScalarFormatter())
+            ax2.yaxis.set_minor_formatter(NullFormatter())
+    ax.legend(lines, [str(line.get_label()) for line in lines], loc="upper right")
+    ax.set_title("biLM pretraining")
+    fig.tight_layout()
+    return fig

@@ -256,3 +256,34 @@ def test_a_chosen_baseline_on_an_existing_rows_config_reuses_that_rows_points(cu
         ("curve_ner_vectors_acc_5pct", "curve_ner_vectors_5pct"),
         ("curve_ner_vectors_elmo_acc_5pct", None),
     ]
+
+
+def test_the_plot_ticks_the_actual_sizes_and_draws_no_error_bars_for_one_seed():
+    """The demo's picture labelled 204 and 2,000 sentences as 2x10^2, 3x10^2, ... and showed error
+    bars in its legend for one seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.container import ErrorbarContainer
+
+    figure, ax = plt.subplots()
+    one_seed = {"ner_vectors": [(204, [60.0]), (2000, [71.3])], "ner_vectors_elmo": [(204, [66.0]), (2000, [75.0])]}
+    learning_curve.plot_runs(ax, one_seed)
+    figure.canvas.draw()
+    assert [label.get_text() for label in ax.get_xticklabels()] == ["204", "2,000"]
+    assert [label.get_text() for label in ax.get_xticklabels(minor=True) if label.get_text()] == []
+    assert not any(isinstance(container, ErrorbarContainer) for container in ax.containers)
+    figure, ax = plt.subplots()
+    learning_curve.plot_runs(ax, {"ner_vectors": [(204, [60.0, 62.0]), (2000, [71.3, 71.5])]})
+    assert any(isinstance(container, ErrorbarContainer) for container in ax.containers)  # seeds: their spread
+    plt.close("all")
+    assert learning_curve.seeds_heading({"ner": one_seed}) == "one seed"
+    assert learning_curve.seeds_heading({"ner": {"ner_vectors": [(204, [60.0, 62.0])]}}) == "mean ± sd over seeds"
+
+
+def test_run_passes_its_threads_to_every_seed(curve_calls):
+    folder, calls = curve_calls
+    result = run_ner(folder, "--runs", "ner_vectors", "--threads", "1")
+    assert result.exit_code == 0, result.output
+    assert calls and all(args[-1]["threads"] == 1 for _, _, args in calls)

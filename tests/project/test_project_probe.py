@@ -1,6 +1,7 @@
 """`probe`: linear probes of each biLM layer for POS (held-out Brown files) and NER (CoNLL)."""
 
 import json
+from pathlib import Path
 
 import numpy
 import probe
@@ -51,5 +52,33 @@ def test_probe_writes_every_layer_the_floor_and_the_chart(tmp_path, prepared_cor
     assert report["tokens"]["POS accuracy (Brown)"] >= 1
     table = (tmp_path / "out" / "probe.md").read_text().splitlines()
     assert table[:2] == [probe.PROBE_HEADING, ""] and table[0].startswith("# ")  # a section of results.md
-    assert len(table) == 4 + 8 and table[4].startswith("| biLM: layer 0 (char CNN) |")
+    assert table[2].startswith(f"The biLM probed: `{bilm_dir.as_posix()}`")
+    assert len(table) == 6 + 8 and table[6].startswith("| biLM: layer 0 (char CNN) |")
     assert (tmp_path / "out" / "probe.png").stat().st_size > 1000
+
+
+def test_the_probe_says_which_biLM_it_probed_and_its_legend_covers_no_bar(tmp_path):
+    """The demo probed its small biLM while its tasks read the bundled one, and did not say so;
+    the chart's legend covered a bar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from spacy_elmo.loaders import DEFAULT_BILM_DIR
+
+    bilm = tiny_bilm(seed=3)
+    bilm_dir = tmp_path / "bilm"
+    line = probe.probed_line(bilm_dir, bilm)
+    assert line.startswith(f"The biLM probed: `{bilm_dir.as_posix()}`, not the package's bundled biLM")
+    assert f"2P = {bilm.options.output_dim}" in line
+    assert "the package's bundled biLM" in probe.probed_line(Path(DEFAULT_BILM_DIR), bilm)
+    results = {"POS": {"a": 0.9, "b": 0.95}, "NER": {"a": 0.5, "b": 0.6}}
+    probe.write_outputs(tmp_path / "out", results, {"POS": 1, "NER": 1}, bilm_dir, line)
+    assert (tmp_path / "out" / "probe.md").read_text().splitlines()[2] == line
+    figure = plt.gcf()
+    figure.canvas.draw()
+    axis = figure.axes[0]
+    legend_box = axis.get_legend().get_window_extent()
+    assert legend_box.y0 >= axis.get_window_extent().y1 - 1  # above the axes, over no bar
+    plt.close("all")

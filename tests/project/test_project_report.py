@@ -106,10 +106,13 @@ def test_the_probe_table_comes_into_results_md_under_its_own_heading(tmp_path):
     from report import other_sections
 
     results = {"POS accuracy (Brown)": {"biLM: layer 0 (char CNN)": 0.9}}
-    probe.write_outputs(tmp_path / "probe", results, {"POS accuracy (Brown)": 10}, tmp_path / "bilm")
+    probed = "The biLM probed: `bilm`: 0.1M parameters, 2P = 16."
+    probe.write_outputs(tmp_path / "probe", results, {"POS accuracy (Brown)": 10}, tmp_path / "bilm", probed)
     section = other_sections(tmp_path).splitlines()
     heading = section.index("## " + probe.PROBE_HEADING[2:])
-    assert section[heading + 2 : heading + 5] == [
+    assert section[heading + 2 : heading + 7] == [
+        probed,
+        "",
         "| representation | POS accuracy (Brown) |",
         "|---|---|",
         "| biLM: layer 0 (char CNN) | 90.0 |",
@@ -461,7 +464,8 @@ def test_results_md_shows_every_picture_the_report_makes(tmp_path):
     assert [name for name in pictures if f"![{name}]({name})" in results] == pictures
 
 
-def test_the_score_bars_have_a_legend_start_at_0_and_draw_no_error_bars_from_one_seed(tmp_path):
+def test_the_score_bars_show_their_values_on_an_axis_where_a_small_gap_shows(tmp_path):
+    """On a 0-100 axis the demo's 0.2 to 4 point gaps vanished, and no bar said its score."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -469,14 +473,45 @@ def test_the_score_bars_have_a_legend_start_at_0_and_draw_no_error_bars_from_one
     import report
     from matplotlib.container import ErrorbarContainer
 
-    summary = report.summarize(load_runs(one_seed_runs(tmp_path)))
+    summary = report.summarize(load_runs(one_seed_runs(tmp_path)))  # NER: 64 and 66
     fig, ax = plt.subplots()
     report.score_bars(ax, summary, report.NER_RUNS, "f1", "F1")
-    assert ax.get_ylim()[0] == 0
+    low, high = ax.get_ylim()
+    assert 50 <= low < 64 and 66 < high <= 70  # a 2-point gap is a sixth of the axis or more
+    assert (66 - 64) / (high - low) >= 1 / 6
+    assert sorted(text.get_text() for text in ax.texts) == ["64.00", "66.00"]  # each bar's score on it
+    assert ax.get_ylabel() == f"F1 (axis from {low:g})"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["without ELMo", "with ELMo"]
     assert not any(isinstance(container, ErrorbarContainer) for container in ax.containers)
     three = report.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
     fig, ax = plt.subplots()
     report.score_bars(ax, three, report.NER_RUNS, "f1", "F1")
     assert any(isinstance(container, ErrorbarContainer) for container in ax.containers)  # seeds: their spread
+    assert ax.get_ylim()[1] >= 81  # room above the error bar
     plt.close("all")
+
+
+def test_the_table_note_says_one_seed_where_every_run_has_one(tmp_path):
+    """ "Mean ± sample standard deviation over seeds" was printed under tables of one seed."""
+    import report
+
+    one = report.summarize(load_runs(one_seed_runs(tmp_path)))
+    assert report.seeds_note(one).startswith("One seed per run")
+    assert "over seeds" not in markdown(one, {}, [], "t", reduced=True)
+    three = report.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
+    assert report.seeds_note(three) == "Mean ± sample standard deviation over seeds."
+
+
+def test_a_task_without_runs_gets_no_empty_table_or_panel(tmp_path):
+    """The demo (NER only) showed an empty sentiment table and an empty sentiment panel."""
+    import report
+
+    summary = report.summarize(
+        {name: records for name, records in load_runs(one_seed_runs(tmp_path)).items() if name.startswith("ner")}
+    )
+    assert report.sentiment_table_lines(summary, None) == []
+    written = report.plots(summary, {}, None, tmp_path)
+    import matplotlib.image
+
+    height, width, _ = matplotlib.image.imread(written[0]).shape
+    assert width < 1.5 * height  # one panel, not two

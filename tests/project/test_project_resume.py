@@ -410,3 +410,16 @@ def test_a_same_as_run_not_scored_yet_trains_the_seed(prepared_corpora, tmp_path
     copy = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2, name="twin", same_as="tiny")
     assert "not scored yet, so twin trains this seed itself" in capsys.readouterr().out
     assert "same_as" not in json.loads(copy.read_text())
+
+
+def test_threads_reach_spacy_train_and_evaluate_through_the_environment(tmp_path, monkeypatch):
+    """The demo's `spacy train` ran at torch's default threads: beside other jobs its biLM ran
+    10x slower. ``--threads N`` gives each child OMP_NUM_THREADS=N; 0 leaves the environment."""
+    assert experiment.threads_env(0) is None
+    env = experiment.threads_env(1)
+    assert env is not None and env["OMP_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
+    seen = []
+    monkeypatch.setattr(experiment.subprocess, "run", lambda command, check, env=None: seen.append((command, env)))
+    (tmp_path / "test_scores.json").write_text(json.dumps({"ents_f": 0.5}))
+    assert experiment.score_test(tmp_path, tmp_path / "test.spacy", False, -1, env) == {"ents_f": 0.5}
+    assert seen[0][0][3] == "evaluate" and seen[0][1]["OMP_NUM_THREADS"] == "1"

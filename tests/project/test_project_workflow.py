@@ -182,6 +182,7 @@ DEMO_MODEL_COMMANDS = [
     "train-ner-demo",
     "train-sentiment-demo",
     "learning-curve-demo",
+    "probe-demo",
     "report-demo",
 ]
 TINY_TRAINING_VARS = {
@@ -243,10 +244,9 @@ def test_demo_model_commands_run_on_tiny_slices(tiny_project, demo_run):
     ppl = json.loads((tiny_project / "training/demo/bilm/perplexity.json").read_text())
     assert ppl["mean"] > 1.0 and ppl["predictions_per_direction"] > 0
     runs = sorted(p.parent.name for p in (tiny_project / "metrics/demo").glob("*/seed0.json"))
-    curve = [f"curve_{run}_10pct" for run in ("ner_cnn", "ner_elmo", "ner_vectors", "ner_vectors_elmo")]
+    # The demo's NER is its comparison alone: static vectors with and without ELMo, on all and 10% of the slice.
+    curve = [f"curve_{run}_10pct" for run in ("ner_vectors", "ner_vectors_elmo")]
     assert runs == curve + [
-        "ner_cnn",
-        "ner_elmo",
         "ner_vectors",
         "ner_vectors_elmo",
         "sentiment_bow",
@@ -255,12 +255,13 @@ def test_demo_model_commands_run_on_tiny_slices(tiny_project, demo_run):
         "sentiment_vectors",
         "sentiment_vectors_elmo",
     ]
-    elmo = json.loads((tiny_project / "metrics/demo/ner_elmo/seed0.json").read_text())
+    elmo = json.loads((tiny_project / "metrics/demo/ner_vectors_elmo/seed0.json").read_text())
     assert "ents_f" in elmo["test"] and elmo["training"]["steps"] == 4
     assert abs(sum(elmo["elmo_mix"]["ner"][0]["weights"]) - 1.0) < 1e-5
     assert (tiny_project / "reports/demo/pretrain_curve.png").read_bytes()[:4] == b"\x89PNG"
     curve = (tiny_project / "reports/demo/learning_curve.md").read_text()
-    assert all(f"| `{run}` |" in curve for run in ("ner_cnn", "ner_vectors", "ner_vectors_elmo", "ner_elmo"))
+    assert all(f"| `{run}` |" in curve for run in ("ner_vectors", "ner_vectors_elmo"))
+    assert curve.startswith("# Learning curve (test scores, one seed)")
     assert "## Learning curve" in (tiny_project / "reports/demo/results.md").read_text()  # the report includes it
 
 
@@ -275,6 +276,19 @@ def test_demo_report_has_one_row_per_run_with_its_test_score(tiny_project, demo_
         for run, row in rows.items():
             test = json.loads((tiny_project / f"metrics/demo/{run}/seed0.json").read_text())["test"]
             assert row[2] == f"{100 * test[score]:.2f}", (run, row)  # the third cell: test F1 / accuracy
+
+
+def test_the_demo_report_shows_the_pipelines_in_use_and_names_what_it_probed(tiny_project, demo_run):
+    """A new user saw no example of the product, "mean ± sd over seeds" of one seed, and a probe
+    of the small demo biLM read as the bundled one the tasks used."""
+    results = (tiny_project / "reports/demo/results.md").read_text()
+    section = results.split("\n## The product in use")[1].split("\n## ")[0]
+    example = project_config(tiny_project)[0]["vars"]["demo_example"]
+    assert "| sentence | gold | `ner_vectors` found | `ner_vectors_elmo` found |" in section
+    assert f"| {example} | - | " in section
+    assert "One seed per run" in results and "over seeds" not in results
+    # The probe reads the small demo biLM (the bundled one is minutes slower to probe), and says so.
+    assert "The biLM probed: `training/demo/bilm`, not the package's bundled biLM" in results
 
 
 def test_investigate_keeps_dev_only_and_the_report_lists_it_apart(tiny_project, demo_run, monkeypatch):
