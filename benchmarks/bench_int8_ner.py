@@ -28,7 +28,7 @@ from spacy_elmo.pipeline.elmo import ElmoComponent
 
 def score(pipeline: Path, data: Path, precision: str, gold_preproc: bool):
     nlp = spacy.load(pipeline, config={"components": {"elmo": {"precision": precision}}})
-    running = cast(ElmoComponent, nlp.get_pipe("elmo")).model.attrs["precision"]
+    running = cast(ElmoComponent, nlp.get_pipe("elmo")).settings.precision
     if running != precision:  # else the comparison would be fp32 against itself
         raise SystemExit(f"error: {pipeline} was loaded to run at {precision} but runs at {running}")
     examples = list(Corpus(data, gold_preproc=gold_preproc)(nlp))

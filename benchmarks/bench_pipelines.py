@@ -259,7 +259,7 @@ def run_row(row: Row, sentences, args, workdir: Path) -> None:
     except Unavailable as note:
         row.result = str(note)
         return
-    running = cast(ElmoComponent, nlp.get_pipe("elmo")).model.attrs["precision"] if row.kind == "elmo" else None
+    running = cast(ElmoComponent, nlp.get_pipe("elmo")).settings.precision if row.kind == "elmo" else None
     if running not in (None, row.precision):
         raise SystemExit(f"error: {row.name} was built to run at {row.precision} but runs at {running}")
     row.size = describe_size(row, nlp)

@@ -111,7 +111,7 @@ def load_trained(path: Path):
 def time_pipeline(nlp, sentences, args) -> Dict[str, Any]:
     batch_size = args.batch_size or nlp.batch_size  # by default each pipeline's own, as nlp.pipe does
     return {
-        "precision": nlp.get_pipe("elmo").model.attrs["precision"] if "elmo" in nlp.pipe_names else None,
+        "precision": nlp.get_pipe("elmo").settings.precision if "elmo" in nlp.pipe_names else None,
         "batch_size": batch_size,
         "words_per_second": round(words_per_second(nlp, sentences, batch_size, args.repeats), 1),
     }

@@ -20,7 +20,7 @@ disabled carries no copy and no count to disk, and a GPU copy never meets msgpac
 import math
 import weakref
 from numbers import Real
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy
 from spacy.tokens import Doc
@@ -72,72 +72,50 @@ def token_mix_weights(token_mix: Optional[Sequence[float]], n_layers: int) -> Li
     return [w / sum(scaled) for w in scaled]
 
 
-def store_doc_layers(
-    doc: Doc,
-    layers,
-    *,
-    source: str,
-    store: str,
-    dtype: str,
-    token_mix: List[float],
-    n_listeners: int,
-) -> None:
-    """Annotate one doc with the ``(L+1, n, 2P)`` float32 layers of the elmo component named
-    ``source``; the doc holds them for ``n_listeners`` reads (``layers_for_listener``): one per
-    listener, and a component may have two (ELMo at its encoder's input and output)."""
-    _clear_stored(doc, source)
-    stored = None
-    if store == "all":
-        stored = doc.user_data[KEY_LAYERS] = _to_numpy(layers).astype(dtype, copy=False)  # float32: no copy
-    elif store == "mix":
-        doc.user_data[KEY_MIX] = token_mix_reducer(token_mix, dtype)(layers)
-    doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
-    if n_listeners:
-        # Listeners read the layers where the biLM left them (on a GPU: the device copy; only
-        # what the Doc stores goes to the host). None: the stored float32 layers are that array.
-        _HELD.setdefault(doc, {})[source] = [None if stored is layers else layers, n_listeners]
+class DocStore:
+    """What the elmo component named ``source`` leaves on a Doc: ``store`` ("all" layers,
+    the token "mix" or "none") in ``dtype``, with the (normalised) ``token_mix`` weights.
+    The one place that knows the three stores; made once per setting by the component.
 
+    ``keep`` is what a doc stores of a ``(L+1, k, 2P)`` piece of its layers, on the host,
+    with the tokens on axis ``token_axis``: a doc's stored form is its pieces' kept parts
+    in token order, so it can be assembled piece by piece and its float32 layers need
+    never exist whole (``layers/bilm_layer.assemble``)."""
 
-def token_mix_reducer(token_mix: List[float], dtype: str) -> Callable[[Any], numpy.ndarray]:
-    """What store="mix" keeps of a ``(L+1, k, 2P)`` piece of layers: its ``(k, 2P)`` token mix."""
-    weights = numpy.asarray(token_mix, dtype="float32")
+    def __init__(self, source: str, store: str, dtype: str, token_mix: List[float]) -> None:
+        self.source, self.store, self.dtype, self.token_mix = source, store, dtype, list(token_mix)
+        self.token_axis = 0 if store == "mix" else 1
+        self._weights = numpy.asarray(token_mix, dtype="float32")
 
-    def reduce(layers) -> numpy.ndarray:
-        xp = get_array_module(layers)  # mixed where the layers are: only (k, 2P) goes to the host
-        return _to_numpy(xp.tensordot(xp.asarray(weights), layers, axes=(0, 0))).astype(dtype, copy=False)
+    def keep(self, layers) -> Optional[numpy.ndarray]:
+        """``(L+1, k, 2P)`` layers (on any device) -> what the doc stores of them (None: nothing)."""
+        if self.store == "all":
+            return _to_numpy(layers).astype(self.dtype, copy=False)  # float32 on the host: no copy
+        if self.store == "mix":
+            xp = get_array_module(layers)  # mixed where the layers are: only (k, 2P) goes to the host
+            mixed = xp.tensordot(xp.asarray(self._weights), layers, axes=(0, 0))
+            return _to_numpy(mixed).astype(self.dtype, copy=False)
+        return None
 
-    return reduce
+    def annotate(self, doc: Doc, stored: Optional[numpy.ndarray]) -> None:
+        """Annotate one doc with its stored form (``keep``'s, assembled)."""
+        _clear_stored(doc, self.source)
+        if self.store == "all":
+            doc.user_data[KEY_LAYERS] = stored
+        elif self.store == "mix":
+            doc.user_data[KEY_MIX] = stored
+        doc.user_data[KEY_TOKEN_MIX] = list(self.token_mix)
 
-
-def layers_reducer(dtype: str) -> Callable[[Any], numpy.ndarray]:
-    """What store="all" keeps of a piece when no listener reads it: the piece token-major,
-    ``(k, L+1, 2P)``, already in ``dtype`` (so float16 layers never exist in float32 whole)."""
-    return lambda layers: _to_numpy(layers).transpose(1, 0, 2).astype(dtype)
-
-
-def store_doc_reduced(
-    doc: Doc,
-    reduced: Optional[numpy.ndarray],
-    *,
-    source: str,
-    store: str,
-    dtype: str,
-    token_mix: List[float],
-    shape: Sequence[int],
-) -> None:
-    """Annotate a doc as ``store_doc_layers`` does when no listener needs its float32 layers,
-    from its pieces as the reducer left them, token-major (``layers_reducer``: store="all";
-    ``token_mix_reducer``: store="mix"), or from nothing (store="none"). ``shape`` is one
-    token's stored shape: ``(L+1, 2P)`` for "all", ``(2P,)`` for "mix"."""
-    _clear_stored(doc, source)
-    if store != "none":
-        if reduced is None:  # an empty doc
-            reduced = numpy.zeros((len(doc), *shape), dtype=dtype)
-        if store == "all":
-            doc.user_data[KEY_LAYERS] = reduced.transpose(1, 0, 2)  # a view: (L+1, n, 2P), no copy
-        else:
-            doc.user_data[KEY_MIX] = reduced
-    doc.user_data[KEY_TOKEN_MIX] = list(token_mix)
+    def annotate_for_listeners(self, doc: Doc, layers, n_listeners: int) -> None:
+        """Annotate one doc from its ``(L+1, n, 2P)`` float32 layers and hold them for
+        ``n_listeners`` reads (``layers_for_listener``): one per listener, and a component may
+        have two (ELMo at its encoder's input and output)."""
+        stored = self.keep(layers)
+        self.annotate(doc, stored)
+        if n_listeners:
+            # Listeners read the layers where the biLM left them (on a GPU: the device copy; only
+            # what the Doc stores goes to the host). None: the stored float32 layers are that array.
+            _HELD.setdefault(doc, {})[self.source] = [None if stored is layers else layers, n_listeners]
 
 
 def _clear_stored(doc: Doc, source: str) -> None:

@@ -70,7 +70,8 @@ class PretrainDataError(ElmoError):
 
 
 class ElmoSavedPipelineError(ElmoError):
-    """A saved pipeline's component file that is damaged (its cfg, or settings in its model)."""
+    """A saved pipeline's component settings that were damaged: no longer raised, as the elmo
+    component saves no setting (kept so that code catching it still imports it)."""
 
 
 class PretrainDivergedError(ElmoError):

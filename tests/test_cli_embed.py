@@ -324,7 +324,7 @@ def test_very_long_lines_run_in_the_components_windows(files):
     data, _ = read_output_after(run_embed, (tmp, options, weights, text), "long.hdf5", "--max-length", "40")
     nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
-    nlp.get_pipe("elmo").model.attrs["max_segment_length"] = 40
+    nlp.get_pipe("elmo").configure(max_segment_length=40)
     expected = nlp(Doc(nlp.vocab, words=words))._.elmo_layers
     assert data["0"].shape == expected.shape == (3, 300, 16)
     numpy.testing.assert_allclose(data["0"], expected, atol=1e-5)

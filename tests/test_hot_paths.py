@@ -31,7 +31,7 @@ HOST_FUNCTIONS = {"float", "_to_numpy", "host_array"}
 # (module, function): why a host copy is right there.
 ALLOWED: Dict[Tuple[str, str], str] = {
     ("bilm/elmo_bilm.py", "export_states"): "checkpoints, not prediction",
-    ("bilm/elmo_bilm.py", "run"): "embed_batch's public contract: numpy arrays out",
+    ("bilm/elmo_bilm.py", "_embed"): "embed_batch's public contract: numpy arrays out",
     ("bilm/lstm.py", "__init__"): "clip settings (Python floats), at construction",
     ("bilm/lstm.py", "tf_arrays"): "writing weight files",
     ("bilm/lstm.py", "_rows_ending_at"): "stateful runs only (final states per row); lengths are host-sized",
@@ -41,12 +41,10 @@ ALLOWED: Dict[Tuple[str, str], str] = {
         "_convolve_by_length",
     ): "every chunk's width in one copy per call (slicing needs host sizes)",
     ("bilm/type_cache.py", "_row_keys"): "keys from the host ids (a no-op copy for them)",
-    ("doc_data.py", "store_doc_layers"): "what the Doc stores lives on the host",
-    ("doc_data.py", "reduce"): "the stored (k, 2P) token mix, reduced on the device first",
-    ("doc_data.py", "layers_reducer"): "store='all' without listeners: the stored layers",
+    ("doc_data.py", "keep"): "what the Doc stores lives on the host (the mix reduced on the device first)",
     ("doc_data.py", "token_mix_weights"): "Python config floats",
     ("layers/listener.py", "learned_mix"): "a report of the learned weights, not prediction",
-    ("pipeline/elmo.py", "accumulate"): "the loss figure spaCy logs, once per training batch",
+    ("layers/listener.py", "accumulate"): "the loss figure spaCy logs, once per training batch",
 }
 
 

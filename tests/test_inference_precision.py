@@ -269,7 +269,7 @@ def test_precision_is_applied_when_it_is_set_and_when_a_biLM_arrives_never_by_a_
     # A load (a standalone model's: no pipe around it) keeps the loading model's precision,
     # a run-time choice, whatever the saved model ran at.
     loaded = build_bilm_model(None).from_bytes(model.to_bytes())
-    assert get_bilm(loaded).precision == "fp32" and loaded.attrs["precision"] == "fp32"
+    assert get_bilm(loaded).precision == "fp32" and loaded.attrs["settings"].precision == "fp32"
     int8 = build_bilm_model(None)
     set_precision(int8, "int8")
     set_precision(model, "fp32")

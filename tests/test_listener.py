@@ -585,7 +585,7 @@ def two_elmo_nlp(tmp_path, weight_files, **elmo_config):
     options2, weights2 = tmp_path / "options2.json", tmp_path / "weights2.hdf5"
     tiny_bilm(seed=42).to_files(options2, weights2)
     nlp = make_nlp(weight_files, ner_listener=listener(upstream="elmo"), textcat_listener=listener(upstream="elmo2"))
-    nlp.get_pipe("elmo").cfg.update(elmo_config)
+    nlp.get_pipe("elmo").configure(**elmo_config)
     second = {"options_file": str(options2), "weight_file": str(weights2), **elmo_config}
     nlp.add_pipe("elmo", name="elmo2", config=second, after="elmo")
     return nlp

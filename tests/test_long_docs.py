@@ -44,7 +44,7 @@ LONG = 12000
 
 def _pipeline(weight_files, store, dtype="float32"):
     nlp = make_nlp(weight_files, store=store, store_dtype=dtype, cache_size_mb=0)
-    nlp.get_pipe("elmo").model.attrs["max_segment_length"] = 64
+    nlp.get_pipe("elmo").configure(max_segment_length=64)
     # Weights loaded, lazy imports done, and every word type in the biLM's bounded type
     # cache (a cost per distinct word, not per token of a doc).
     nlp(_long_doc(nlp, LONG))
@@ -78,7 +78,7 @@ def test_store_none_leaves_no_per_token_arrays_on_the_doc(weight_files):
 
 def test_float16_layers_without_a_listener_match_the_float32_ones_and_survive_a_docbin(weight_files):
     full = make_nlp(weight_files, cache_size_mb=0)
-    full.get_pipe("elmo").model.attrs["max_segment_length"] = 64
+    full.get_pipe("elmo").configure(max_segment_length=64)
     layers = full(_long_doc(full))._.elmo_layers
     nlp = _pipeline(weight_files, "all", "float16")
     docs = list(nlp.pipe([_long_doc(nlp), Doc(nlp.vocab, words=[]), Doc(nlp.vocab, words=["short", "one"])]))
@@ -93,10 +93,10 @@ def test_float16_layers_without_a_listener_match_the_float32_ones_and_survive_a_
 @pytest.mark.parametrize("store,dtype", [("mix", "float32"), ("mix", "float16")])
 def test_the_reduced_path_stores_what_the_full_path_does(weight_files, store, dtype):
     full = make_nlp(weight_files, cache_size_mb=0)
-    full.get_pipe("elmo").model.attrs["max_segment_length"] = 64
+    full.get_pipe("elmo").configure(max_segment_length=64)
     layers = full(_long_doc(full))._.elmo_layers
     nlp = make_nlp(weight_files, store=store, store_dtype=dtype, token_mix=[1.0, 2.0, 1.0], cache_size_mb=0)
-    nlp.get_pipe("elmo").model.attrs["max_segment_length"] = 64
+    nlp.get_pipe("elmo").configure(max_segment_length=64)
     docs = list(nlp.pipe([_long_doc(nlp), Doc(nlp.vocab, words=[]), Doc(nlp.vocab, words=["short", "one"])]))
     expected = numpy.tensordot(numpy.array([0.25, 0.5, 0.25], dtype="float32"), layers, axes=(0, 0))
     mix = docs[0].user_data[("spacy_elmo", "mix")]

@@ -121,7 +121,7 @@ def test_long_doc_runs_in_overlapping_windows(weight_files, reference):
     from spacy_elmo.bilm.windows import strided_windows
 
     nlp = make_nlp(weight_files)
-    nlp.get_pipe("elmo").model.attrs["max_segment_length"] = 40
+    nlp.get_pipe("elmo").configure(max_segment_length=40)
     words = [f"w{i % 17}" for i in range(1000)]
     doc = nlp(Doc(nlp.vocab, words=words))
     assert doc._.elmo_layers.shape == (3, 1000, 16)
@@ -487,9 +487,9 @@ def test_load_time_settings_apply_over_the_saved_ones(tmp_path, weight_files):
     overrides = {"model": {"max_segment_length": 8}, "cache_size_mb": 0, "precision": "int8", "store": "mix"}
     loaded = spacy.load(tmp_path / "pipeline", config={"components": {"elmo": overrides}})
     elmo = loaded.get_pipe("elmo")
-    assert elmo.model.attrs["max_segment_length"] == 8
+    assert elmo.settings.max_segment_length == 8
     assert elmo.model.attrs["cache"].max_bytes == 0
-    assert elmo.model.attrs["precision"] == "int8" and elmo.cfg["precision"] == "int8"
+    assert elmo.settings.precision == "int8" and elmo.cfg["precision"] == "int8"
     assert elmo.cfg["store"] == "mix"
     assert get_bilm(elmo.model) is not None
     doc = loaded(TEXTS[0])  # the settings at work: the int8 mix, nothing else stored
@@ -497,10 +497,7 @@ def test_load_time_settings_apply_over_the_saved_ones(tmp_path, weight_files):
     assert doc._.elmo_layers is None and doc[0]._.elmo.shape == (16,)
     numpy.testing.assert_allclose(doc[0]._.elmo, fresh[0]._.elmo, atol=1e-6)
     unchanged = spacy.load(tmp_path / "pipeline").get_pipe("elmo")
-    assert (
-        unchanged.model.attrs["max_segment_length"] == DEFAULT_MAX_SEGMENT_LENGTH
-        and unchanged.cfg["precision"] == "fp32"
-    )
+    assert unchanged.settings.max_segment_length == DEFAULT_MAX_SEGMENT_LENGTH and unchanged.cfg["precision"] == "fp32"
 
 
 def _nan_in_an_array(msg, bilm_msg):

@@ -1,7 +1,7 @@
 """ElmoBiLM: a token encoder (bilm-tf's char CNN, or ELMoForManyLangs') + the biLSTM, in plain PyTorch."""
 
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 import torch
@@ -25,8 +25,6 @@ from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
 from .windows import strided_windows
 
 PathLike = Union[str, Path]
-# Token lists -> (ids, lengths): a biLM's ``batch_ids``.
-BatchIds = Callable[[Sequence[Sequence[str]]], Tuple[numpy.ndarray, numpy.ndarray]]
 # Stateless embed_batch groups length-sorted sentences into batches of at most
 # this many padded positions (and this many rows): big enough for efficient
 # matmuls, small enough to bound memory on long inputs.
@@ -75,6 +73,14 @@ class ElmoBiLM(nn.Module):
     def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """``(ids, lengths)`` of token lists, the markers included: what ``forward`` reads."""
         return self.char_encoder.batch_ids(sentences)
+
+    def id_batches(self, sentences: Sequence[Sequence[str]], groups: Sequence[Sequence[int]]) -> Iterator["IdsBatch"]:
+        """The one encoding path, batch by batch (``embed_batch``, the component): ``groups``
+        (sentence indices, e.g. ``length_batches``) as ``IdsBatch``es, made as they are asked
+        for, so a caller that runs and keeps part of each holds one batch at most."""
+        for group in groups:
+            ids, lengths = self.batch_ids([sentences[i] for i in group])
+            yield IdsBatch(list(group), ids, lengths)
 
     # -- construction and files: each entry point checks the precision once, first --
     @classmethod
@@ -392,13 +398,13 @@ class ElmoBiLM(nn.Module):
             groups = [list(range(len(sentences)))] if sentences else []
         else:
             groups = length_batches([len(s) for s in sentences])
-
-        def run(ids: numpy.ndarray, lengths: numpy.ndarray) -> numpy.ndarray:
-            layers = self.forward(torch.from_numpy(ids), torch.from_numpy(lengths), stateful=stateful)
-            return layers.float().cpu().numpy()
-
+        results: List[Any] = [None] * len(sentences)
         with torch.no_grad():
-            return embed_sentences(sentences, groups, self.batch_ids, run)
+            for batch in self.id_batches(sentences, groups):
+                layers = self.forward(torch.from_numpy(batch.ids), torch.from_numpy(batch.lengths), stateful=stateful)
+                for index, sentence in batch.sentences(layers.float().cpu().numpy()):
+                    results[index] = sentence
+        return results
 
     def _embed_windowed(self, sentences: Sequence[Sequence[str]], max_length: int) -> List[numpy.ndarray]:
         windows = [strided_windows(0, len(s), max_length) for s in sentences]
@@ -419,40 +425,22 @@ def unique_types(char_ids: Tensor) -> Tuple[Tensor, Tensor]:
     return type_chars, inverse.view(char_ids.shape[:-1])
 
 
-def embed_sentences(
-    sentences: Sequence[Sequence[str]],
-    groups: Sequence[Sequence[int]],
-    batch_ids: BatchIds,
-    run: Callable[[numpy.ndarray, numpy.ndarray], Any],
-) -> List[Any]:
-    """Per-sentence layer arrays from token lists, all at once (``embed_batch``);
-    ``iter_embedded`` streams the same, one batch at a time.
+class IdsBatch(NamedTuple):
+    """One batch of sentences as the biLM reads them: ``rows`` are the sentences' indices,
+    one per batch row; ``ids``/``lengths`` what ``forward`` takes (``ElmoBiLM.batch_ids``)."""
 
-    ``groups`` are the batches (sentence indices); ``run(char_ids, lengths)`` maps
-    a batch to its ``(L+1, B, T, 2P)`` layers (numpy, or cupy through thinc).
-    Each sentence gets its own C-contiguous ``(L+1, n, 2P)`` copy, boundaries
-    dropped (a copy, so no batch stays alive behind a cached result).
-    """
-    results: List[Any] = [None] * len(sentences)
-    for index, layers in iter_embedded(sentences, groups, batch_ids, run):
-        results[index] = layers
-    return results
+    rows: List[int]
+    ids: numpy.ndarray
+    lengths: numpy.ndarray
 
-
-def iter_embedded(
-    sentences: Sequence[Sequence[str]],
-    groups: Sequence[Sequence[int]],
-    batch_ids: BatchIds,
-    run: Callable[[numpy.ndarray, numpy.ndarray], Any],
-) -> Iterator[Tuple[int, Any]]:
-    """``embed_sentences`` one batch at a time: ``(sentence index, layers)`` pairs, so a
-    caller that keeps only part of each (a long doc's windows) holds one batch at most."""
-    for group in groups:
-        ids, lengths = batch_ids([sentences[i] for i in group])
-        layers = run(ids, lengths)
-        for row, index in enumerate(group):
-            yield index, sentence_layers(layers, row, lengths[row]).copy()
-        del layers
+    def sentences(self, layers: Any, copy: bool = True) -> Iterator[Tuple[int, Any]]:
+        """``(sentence index, (L+1, n, 2P) layers)`` for each row of the batch's
+        ``(L+1, B, T, 2P)`` output (numpy, or cupy through thinc), boundaries dropped:
+        each a C-contiguous copy (so no batch stays alive behind a cached result), or
+        with ``copy=False`` a view (autograd's outputs, kept for the backward pass)."""
+        for row, index in enumerate(self.rows):
+            sentence = sentence_layers(layers, row, self.lengths[row])
+            yield index, sentence.copy() if copy else sentence
 
 
 def sentence_layers(layers: Any, row: int, length: int) -> Any:

@@ -12,26 +12,24 @@ bounded cache, each batch's outputs copied into the docs' layers and freed;
 training (fine-tuning) runs the same length batches with autograd, uncached.
 """
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
-import numpy
 import torch
 from spacy.tokens import Doc
 from thinc.api import (
     ArgsKwargs,
     Model,
-    deserialize_attr,
+    get_array_module,
     get_torch_default_device,
-    serialize_attr,
     torch2xp,
     xp2torch,
 )
 from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.elmo_bilm import iter_embedded, length_batches, sentence_layers
-from ..bilm.precision import check_precision
-from ..errors import ElmoError, ElmoNoWeightsError, ElmoSavedPipelineError, ElmoWeightsError
+from ..bilm.elmo_bilm import IdsBatch, length_batches
+from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
+from ..settings import DEFAULT_MAX_SEGMENT_LENGTH, ElmoSettings, refuse_inference_only_fine_tuning
 from .bilm_output_cache import LayerCache
 from .bilm_segments import Segment, batch_segments
 from .bilm_serialization import deserialize_bilm, serialize_bilm
@@ -40,41 +38,24 @@ from .bilm_shim import bilm_slot, bilm_wrapper
 BilmModel = Model[List[Doc], List[Floats3d]]
 
 
-# Tokens the biLM sees at once: a longer sentence (or a doc without sentences) runs in
-# overlapping windows of this many (bilm/windows.py). `embed --max-length` has the same default.
-DEFAULT_MAX_SEGMENT_LENGTH = 256
-
-
-class RuntimePrecision(str):
-    """The model's precision: how this process runs the biLM, never learned. A saved
-    model records it, and a load keeps the loading model's own (so a pipeline saved at
-    bf16 loads where bf16 is not native, at the precision its config gives there)."""
-
-
-@serialize_attr.register(RuntimePrecision)
-def _serialize_precision(_, value: RuntimePrecision, name: str, model) -> str:
-    return str(value)
-
-
-@deserialize_attr.register(RuntimePrecision)
-def _keep_precision(_, value: Any, name: str, model) -> RuntimePrecision:
-    return model.attrs[name]
+# What spacy-elmo 0.x saved of its settings in a model's attrs: read by a load, never used.
+LEGACY_SETTING_ATTRS = ("max_segment_length", "precision")
 
 
 def build_bilm_model(
     options: Optional[ElmoOptions], max_segment_length: int = DEFAULT_MAX_SEGMENT_LENGTH, cache_mb: float = 0.0
 ) -> BilmModel:
     """``options=None`` defers the sizes until weights are set."""
-    problem = _max_segment_length_problem(max_segment_length)
-    if problem:
-        raise ElmoError(problem)
+    settings = ElmoSettings().changed(
+        get_torch_default_device(), max_segment_length=max_segment_length, cache_size_mb=cache_mb
+    )
 
     def at_model_precision(bilm: torch.nn.Module) -> None:
-        # A loaded biLM runs at this model's precision, a run-time choice a load keeps
-        # (RuntimePrecision). A thinc copy of the model shares this function, so its loads
-        # follow the original's precision: replace_listeners' copies have the same one.
+        # A loaded biLM runs at this model's precision, a run-time choice a load keeps. A thinc
+        # copy of the model shares this function, so its loads follow the original's
+        # precision: replace_listeners' copies have the same one.
         if isinstance(bilm, ElmoBiLM):
-            bilm.set_precision(model.attrs["precision"])
+            bilm.set_precision(model.attrs["settings"].precision)
 
     wrapper = bilm_wrapper(
         ElmoBiLM(options) if options is not None else None,
@@ -93,10 +74,9 @@ def build_bilm_model(
             "nL": options.n_output_layers if options else None,
         },
         attrs={
-            "max_segment_length": max_segment_length,
-            "cache": LayerCache(cache_mb),
-            # "fp32" (exact), "int8" or "bf16" (faster inference; see bilm/precision.py).
-            "precision": RuntimePrecision("fp32"),
+            # How this process runs the biLM (precision, window, cache size; see settings.py).
+            "settings": settings,
+            "cache": LayerCache(settings.cache_size_mb),
             # The sizes the config asked for (None: whatever the weights have).
             "expected_options": options.to_dict() if options else None,
             # A module built from config sizes is random until weights arrive:
@@ -107,18 +87,28 @@ def build_bilm_model(
     return model
 
 
-def _max_segment_length_problem(value: Any) -> Optional[str]:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return None
-    return f"max_segment_length must be an integer >= 1, got {value!r}"
+def settings_of(model: BilmModel) -> ElmoSettings:
+    return model.attrs["settings"]
 
 
-def check_loaded_attrs(model: BilmModel, source: str) -> None:
-    """Settings a loaded model brought with it, checked at load (``source`` names the file)
-    rather than at the first doc."""
-    problem = _max_segment_length_problem(model.attrs.get("max_segment_length"))
-    if problem:
-        raise ElmoSavedPipelineError(f"{source}: {problem} (a damaged file?): save the pipeline again")
+def configure(model: BilmModel, prefix: str = "", **changes: Any) -> ElmoSettings:
+    """Change the model's settings (``ElmoSettings`` fields), all checked now, for the device
+    thinc runs torch on, before any weights load; a new precision applies to the biLM now and
+    to every biLM the model is given later (``set_bilm``, a load), so no batch decides it."""
+    settings = model.attrs["settings"].changed(get_torch_default_device(), prefix, **changes)
+    model.attrs["settings"] = settings
+    if "cache_size_mb" in changes:
+        model.attrs["cache"] = LayerCache(settings.cache_size_mb)
+    bilm = get_bilm(model)
+    if bilm is not None and "precision" in changes:
+        bilm.set_precision(settings.precision)
+    return settings
+
+
+def set_precision(model: BilmModel, precision: str) -> None:
+    """How prediction runs the biLM: "fp32" (exact), "int8" (CPU) or "bf16" (where the
+    device has native bf16, else refused unless forced), the last two inference only."""
+    configure(model, precision=precision)
 
 
 def get_bilm(model: BilmModel) -> Optional[ElmoBiLM]:
@@ -141,20 +131,11 @@ def set_bilm(model: BilmModel, bilm: ElmoBiLM) -> None:
                 "the sizes from the weights)."
             )
     bilm_slot(model.layers[0]).bilm = bilm.to(get_torch_default_device()).eval()
-    bilm.set_precision(model.attrs["precision"])
+    bilm.set_precision(model.attrs["settings"].precision)
     model.set_dim("nO", bilm.output_dim, force=True)
     model.set_dim("nL", bilm.n_output_layers, force=True)
     model.attrs["weights_loaded"] = True
     model.attrs["cache"].clear()
-
-
-# The model's attrs that are run-time choices of its config, never learned: a load keeps
-# the loading config's (``spacy.load(path, config=...)``), not the saved ones.
-RUNTIME_ATTRS = ("max_segment_length", "precision", "cache")
-
-
-def runtime_attrs(model: BilmModel) -> Dict[str, Any]:
-    return {name: model.attrs[name] for name in RUNTIME_ATTRS}
 
 
 def forget_bilm(model: BilmModel) -> Callable[[], None]:
@@ -176,26 +157,9 @@ def adopt_loaded_bilm(model: BilmModel) -> None:
     bilm = bilm_slot(model.layers[0]).bilm
     if not isinstance(bilm, ElmoBiLM):
         raise ElmoWeightsError("it holds no biLM (saved before any weights were loaded, or damaged)")
+    for name in LEGACY_SETTING_ATTRS:
+        model.attrs.pop(name, None)
     set_bilm(model, bilm)
-
-
-def set_cache_size(model: BilmModel, max_mb: float) -> None:
-    """Bound the memory of cached biLM outputs (0 disables the cache)."""
-    if max_mb < 0:
-        raise ElmoError(f"cache_size_mb must be >= 0, got {max_mb}")
-    model.attrs["cache"] = LayerCache(max_mb)
-
-
-def set_precision(model: BilmModel, precision: str, what: str = "precision") -> None:
-    """How prediction runs the biLM: "fp32" (exact), "int8" (CPU) or "bf16" (where the
-    device has native bf16, else refused unless forced), the last two inference only.
-    Checked now, before any weights load; applied to the biLM now and to every biLM
-    the model is given later (``set_bilm``), so no batch decides it."""
-    check_precision(precision, what, device=get_torch_default_device())
-    model.attrs["precision"] = RuntimePrecision(precision)
-    bilm = get_bilm(model)
-    if bilm is not None:
-        bilm.set_precision(precision)
 
 
 def _weights_key(bilm: ElmoBiLM) -> Tuple:
@@ -213,86 +177,87 @@ def _require_bilm(model: BilmModel) -> ElmoBiLM:
     return bilm
 
 
+class Keep(Protocol):
+    """What a doc keeps of its layers, piece by piece (``doc_data.DocStore``): a ``(L+1, k,
+    2P)`` piece -> an array with the k tokens on ``token_axis`` (or None: nothing)."""
+
+    token_axis: int
+
+    def keep(self, layers: Any) -> Any: ...
+
+
 def bilm_forward(model: BilmModel, docs: Sequence[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
-    bilm = _require_bilm(model)
-    segments, texts = batch_segments(docs, model.attrs["max_segment_length"])
     if is_train:
-        if model.attrs["precision"] != "fp32":
-            raise ElmoError(
-                f"the biLM runs at precision {model.attrs['precision']!r}, which is for inference only: "
-                "fine-tuning it (a listener with grad_factor > 0) needs precision 'fp32'"
-            )
-        return _forward_with_gradients(model, bilm, docs, segments, texts)
-    outputs: List[Optional[Floats3d]] = [None] * len(docs)
-
-    def place(segment: Segment, output: Floats3d) -> None:
-        index, window = segment
-        n_tokens = len(docs[index])
-        if window.start == window.keep_start == 0 and window.end == window.keep_end == n_tokens:
-            outputs[index] = output  # the whole doc in one segment: no copy
-            return
-        whole = outputs[index]
-        if whole is None:
-            whole = outputs[index] = _zero_layers(model, n_tokens)
-        whole[:, window.keep_start : window.keep_end] = window.kept(output)
-
-    _run_segments(model, bilm, segments, texts, place)
-    empty = _zero_layers(model, 0)
-    return [empty if out is None else out for out in outputs], _no_gradient
+        return _forward_with_gradients(model, docs)
+    return predict_docs(model, docs), _no_gradient
 
 
-def predict_reduced(model: BilmModel, docs: Sequence[Doc], reduce: Optional[Callable[[Any], Any]]) -> List[Any]:
-    """Each doc's ``reduce(layers)`` without its ``(L+1, n, 2P)`` layers ever existing:
-    ``reduce`` maps a ``(L+1, k, 2P)`` piece to a token-major ``(k, ...)`` array, token
-    by token (as the token mix does); None keeps nothing (the biLM still runs). Memory:
-    the reduced results, one batch, and what the cache is allowed."""
+def predict_docs(model: BilmModel, docs: Sequence[Doc], keep: Optional[Keep] = None) -> List[Any]:
+    """The one prediction: each doc's ``(L+1, n, 2P)`` layers, or what ``keep`` keeps of them,
+    assembled as its segments stream out of the biLM. With a ``keep`` no doc's float32 layers
+    exist whole: memory is the kept results, one batch, and what the cache is allowed."""
     bilm = _require_bilm(model)
-    segments, texts = batch_segments(docs, model.attrs["max_segment_length"])
-    reduced: List[Any] = [None] * len(docs)
-
-    def place(segment: Segment, output: Floats3d) -> None:
-        if reduce is None:
-            return
-        index, window = segment
-        piece = reduce(window.kept(output))
-        if reduced[index] is None:
-            xp = numpy if isinstance(piece, numpy.ndarray) else model.ops.xp
-            reduced[index] = xp.zeros((len(docs[index]),) + piece.shape[1:], dtype=piece.dtype)
-        reduced[index][window.keep_start : window.keep_end] = piece
-
-    _run_segments(model, bilm, segments, texts, place)
-    return reduced
+    segments, texts = batch_segments(docs, model.attrs["settings"].max_segment_length)
+    return assemble(model, docs, _predicted_segments(model, bilm, segments, texts), keep)
 
 
-def _run_segments(model: BilmModel, bilm: ElmoBiLM, segments: List[Segment], texts, place: Callable) -> None:
-    """Every segment's ``(L+1, k, 2P)`` output to ``place(segment, output)``, batch by batch
-    through the cache: a long doc's window outputs are freed once placed, so no step
-    holds more than one batch of them."""
+def _predicted_segments(
+    model: BilmModel, bilm: ElmoBiLM, segments: List[Segment], texts: List[Tuple[str, ...]]
+) -> Iterator[Tuple[Segment, Floats3d]]:
+    """Every segment with its ``(L+1, k, 2P)`` output, batch by batch through the cache (each
+    distinct segment computed once): a batch is freed once its segments are consumed."""
     cache: LayerCache = model.attrs["cache"]
     cache.check_weights(_weights_key(bilm))
-    todo: Dict[Tuple[str, ...], List[int]] = {}  # each distinct segment computed once
+    todo: Dict[Tuple[str, ...], List[int]] = {}
     for k, key in enumerate(texts):
         hit = cache.get(key) if cache.max_bytes else None
         if hit is None:
             todo.setdefault(key, []).append(k)
         else:
-            place(segments[k], hit)
+            yield segments[k], hit
     keys = list(todo)
     wrapper = model.layers[0]
-    computed = iter_embedded(
-        keys,
-        length_batches([len(key) for key in keys]),
-        bilm.batch_ids,
-        lambda ids, lengths: wrapper.predict((ids, lengths)),
-    )
-    for i, output in computed:
-        for k in todo[keys[i]]:
-            place(segments[k], output)
-        cache.put(keys[i], output)
+    for batch in bilm.id_batches(keys, length_batches([len(key) for key in keys])):
+        layers = wrapper.predict((batch.ids, batch.lengths))
+        for i, output in batch.sentences(layers):
+            for k in todo[keys[i]]:
+                yield segments[k], output
+            cache.put(keys[i], output)
+        del layers
+
+
+def assemble(
+    model: BilmModel, docs: Sequence[Doc], outputs: Iterable[Tuple[Segment, Any]], keep: Optional[Keep] = None
+) -> List[Any]:
+    """The one segment-to-doc assembler: each doc's layers (or what ``keep`` keeps of them),
+    its segments' kept tokens placed as they arrive. A doc in one segment is that segment's
+    output, uncopied; an empty doc gets ``(L+1, 0, 2P)`` zeros (or what ``keep`` makes of them)."""
+    results: List[Any] = [None] * len(docs)
+    token_axis = 1 if keep is None else keep.token_axis
+    for (index, window), output in outputs:
+        piece = window.kept(output)
+        if keep is not None:
+            piece = keep.keep(piece)
+            if piece is None:
+                continue
+        n_tokens = len(docs[index])
+        if window.keep_start == 0 and window.keep_end == n_tokens:
+            results[index] = piece  # the whole doc in one segment: no copy
+            continue
+        whole = results[index]
+        if whole is None:
+            shape = piece.shape[:token_axis] + (n_tokens,) + piece.shape[token_axis + 1 :]
+            whole = results[index] = get_array_module(piece).zeros(shape, dtype=piece.dtype)
+        whole[(slice(None),) * token_axis + (slice(window.keep_start, window.keep_end),)] = piece
+    if any(result is None for result in results):
+        empty = _zero_layers(model, 0)
+        empty = empty if keep is None else keep.keep(empty)
+        results = [empty if result is None else result for result in results]
+    return results
 
 
 def _zero_layers(model: BilmModel, n_tokens: int) -> Floats3d:
-    """``(L+1, n_tokens, 2P)`` zeros: a doc's layers to fill, or an empty doc's."""
+    """``(L+1, n_tokens, 2P)`` zeros: an empty doc's layers."""
     return model.ops.alloc3f(model.get_dim("nL"), n_tokens, model.get_dim("nO"))
 
 
@@ -300,61 +265,48 @@ def _no_gradient(d_layers: Any) -> List:
     return []
 
 
-def _assemble(model: BilmModel, docs, segments: List[Segment], outputs) -> List[Floats3d]:
-    """Each doc's ``(L+1, n, 2P)`` layers from its segments' kept tokens."""
-    per_doc: List[List[Floats3d]] = [[] for _ in docs]
-    for (index, window), output in zip(segments, outputs):
-        per_doc[index].append(window.kept(output))
-    result = []
-    for parts in per_doc:
-        if not parts:
-            result.append(_zero_layers(model, 0))
-        elif len(parts) == 1:
-            result.append(parts[0])
-        else:
-            result.append(model.ops.xp.concatenate(parts, axis=1))
-    return result
-
-
-def _forward_with_gradients(model: BilmModel, bilm: ElmoBiLM, docs, segments, texts):
+def _forward_with_gradients(model: BilmModel, docs: Sequence[Doc]) -> Tuple[List[Floats3d], Callable]:
     """Fine-tuning: autograd through the segments in length-sorted batches (as prediction
     batches them: one batch padded to its longest sentence cost several times the
     compute on CoNLL's lengths), no cache (the weights are about to change)."""
-    if not segments:
-        return [_zero_layers(model, 0) for _ in docs], _no_gradient
-    outputs: List[Any] = [None] * len(segments)
-    batches = []
-    for group in length_batches([len(text) for text in texts]):
-        ids, lengths = bilm.batch_ids([texts[k] for k in group])
-        layers, backprop_layers = model.layers[0]((ids, lengths), is_train=True)
-        for row, k in enumerate(group):
-            outputs[k] = sentence_layers(layers, row, lengths[row])
-        batches.append((group, layers.shape, layers.dtype, backprop_layers))
-    doc_outputs = _assemble(model, docs, segments, outputs)
+    bilm = _require_bilm(model)
+    refuse_inference_only_fine_tuning(model.attrs["settings"].precision)
+    segments, texts = batch_segments(docs, model.attrs["settings"].max_segment_length)
+    batches: List[Callable[[List[Floats3d]], None]] = []
+
+    def trained_segments() -> Iterator[Tuple[Segment, Floats3d]]:
+        for batch in bilm.id_batches(texts, length_batches([len(text) for text in texts])):
+            layers, backprop_layers = model.layers[0]((batch.ids, batch.lengths), is_train=True)
+            batches.append(_batch_backprop(model, batch, segments, layers.shape, layers.dtype, backprop_layers))
+            for k, output in batch.sentences(layers, copy=False):
+                yield segments[k], output
+
+    doc_outputs = assemble(model, docs, trained_segments())
 
     def backprop(d_docs: List[Floats3d]) -> List:
-        d_kept = _segment_gradients(segments, d_docs)
-        for group, shape, dtype, backprop_layers in batches:
-            d_layers = model.ops.alloc(shape, dtype=dtype)
-            for row, k in enumerate(group):
-                window = segments[k][1]
-                first = 1 + window.keep_start - window.start  # position 0 is the <S> boundary
-                d_layers[:, row, first : first + d_kept[k].shape[1]] = d_kept[k]
-            backprop_layers(d_layers)
+        for backprop_batch in batches:
+            backprop_batch(d_docs)
         return []
 
     return doc_outputs, backprop
 
 
-def _segment_gradients(segments: List[Segment], d_docs: List[Floats3d]) -> List[Floats3d]:
-    """Each segment's share of its doc's gradient: its kept tokens, in ``_assemble``'s order."""
-    offsets = [0] * len(d_docs)
-    shares = []
-    for index, window in segments:
-        n = window.keep_end - window.keep_start
-        shares.append(d_docs[index][:, offsets[index] : offsets[index] + n])
-        offsets[index] += n
-    return shares
+def _batch_backprop(
+    model: BilmModel, batch: IdsBatch, segments: List[Segment], shape, dtype, backprop_layers: Callable
+) -> Callable[[List[Floats3d]], None]:
+    """One batch's share of the docs' gradient, placed where its segments' kept tokens sat."""
+
+    def backprop(d_docs: List[Floats3d]) -> None:
+        d_layers = model.ops.alloc(shape, dtype=dtype)
+        for row, k in enumerate(batch.rows):
+            index, window = segments[k]
+            first = 1 + window.keep_start - window.start  # position 0 is the <S> boundary
+            d_layers[:, row, first : first + window.keep_end - window.keep_start] = d_docs[index][
+                :, window.keep_start : window.keep_end
+            ]
+        backprop_layers(d_layers)
+
+    return backprop
 
 
 # -- the PyTorchWrapper's conversions ---------------------------------------

@@ -11,10 +11,13 @@ from collections import OrderedDict
 from typing import Any, Hashable, Optional
 
 import numpy
-from thinc.api import deserialize_attr, serialize_attr
+
+from ..settings import KeptOnLoad
 
 
-class LayerCache:
+class LayerCache(KeptOnLoad):
+    """Working memory, never part of a saved model: a load keeps the loading model's cache, emptied."""
+
     def __init__(self, max_mb: float = 0.0) -> None:
         self.max_bytes = int(max_mb * 2**20)
         self._entries: "OrderedDict[Hashable, Any]" = OrderedDict()
@@ -71,15 +74,5 @@ class LayerCache:
         self._entries.clear()
         self._nbytes = 0
 
-
-# The cache is working memory, never part of a saved model.
-@serialize_attr.register(LayerCache)
-def _serialize_cache(_, value: LayerCache, name: str, model) -> bytes:
-    return b""
-
-
-@deserialize_attr.register(LayerCache)
-def _deserialize_cache(_, value: bytes, name: str, model) -> LayerCache:
-    current = model.attrs[name]
-    current.clear()
-    return current
+    def on_load(self) -> None:
+        self.clear()

@@ -15,11 +15,12 @@ import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from spacy.tokens import Doc
-from thinc.api import Model, deserialize_attr, serialize_attr
+from thinc.api import Model, Optimizer
 from thinc.types import Floats2d, Floats3d
 
 from ..doc_data import layers_for_listener
 from ..errors import ElmoError
+from ..settings import KeptOnLoad, refuse_inference_only_fine_tuning
 from .scalar_mix import MixModel, mix_weights
 
 ListenerModel = Model[List[Doc], List[Floats2d]]
@@ -27,8 +28,9 @@ LISTENER_NAME = "elmo_listener"
 STANDALONE_NAME = "elmo_standalone"
 
 
-class _ListenerState:
-    """What the producer sent for the current batch, and who listens: never serialized."""
+class _ListenerState(KeptOnLoad):
+    """What the producer sent for the current batch, and who listens: never saved (a load
+    starts the loading listener's afresh)."""
 
     def __init__(self) -> None:
         self.batch_id: Optional[int] = None
@@ -42,15 +44,9 @@ class _ListenerState:
     def clear(self) -> None:
         self.batch_id = self.outputs = self.backprop = None
 
-
-@serialize_attr.register(_ListenerState)
-def _serialize_state(_, value: _ListenerState, name: str, model) -> bytes:
-    return b""
-
-
-@deserialize_attr.register(_ListenerState)
-def _deserialize_state(_, value: bytes, name: str, model) -> _ListenerState:
-    return _ListenerState()
+    def on_load(self) -> None:
+        self.clear()
+        self.warned_zeros, self.init_batch = False, None
 
 
 def build_listener(mix: MixModel, upstream: str = "*", grad_factor: float = 0.0) -> ListenerModel:
@@ -94,6 +90,39 @@ def batch_id(docs: Sequence[Doc]) -> int:
 def receive(listener: ListenerModel, batch: int, outputs: List[Floats3d], backprop: Callable) -> None:
     state: _ListenerState = listener.attrs["_state"]
     state.batch_id, state.outputs, state.backprop = batch, outputs, backprop
+
+
+def ignore_gradient(d_layers: Optional[List[Floats3d]]) -> None:
+    """Where a frozen biLM's listeners send their gradient: nowhere."""
+    return None
+
+
+def gather_gradients(
+    bilm: Model,
+    n_listeners: int,
+    backprop_layers: Callable[[List[Floats3d]], Any],
+    sgd: Optional[Optimizer],
+    losses: Dict[str, float],
+    name: str,
+) -> Callable[[Optional[List[Floats3d]]], None]:
+    """Where each of ``n_listeners`` listeners of a fine-tuned biLM sends its gradient (None:
+    it sends none): the sum goes into the biLM once the last has reported, then ``sgd`` steps
+    it; ``losses[name]`` adds each gradient's squared sum (what spaCy's table shows)."""
+    total: Optional[List[Floats3d]] = None
+    waiting = n_listeners
+
+    def accumulate(d_layers: Optional[List[Floats3d]]) -> None:
+        nonlocal total, waiting
+        if d_layers is not None:
+            losses[name] += float(sum((d**2).sum(axis=None, keepdims=False) for d in d_layers))
+            total = d_layers if total is None else [a + b for a, b in zip(total, d_layers)]
+        waiting -= 1
+        if waiting == 0 and total is not None:  # the last listener has reported
+            backprop_layers(total)
+            if sgd is not None:
+                bilm.finish_update(sgd)
+
+    return accumulate
 
 
 def set_listener_dims(model: Model, n_layers: int, width: int, producer: str = "") -> None:
@@ -242,11 +271,8 @@ def standalone_init(model: ListenerModel, X: Optional[List[Doc]] = None, Y=None)
     bilm, mix = model.layers
     if bilm.maybe_get_dim("nO") is None:
         raise ElmoError("the standalone ELMo model has no biLM weights to initialize from")
-    if model.attrs["grad_factor"] and bilm.attrs["precision"] != "fp32":
-        raise ElmoError(
-            f"the standalone ELMo model fine-tunes its biLM (grad_factor > 0), but the biLM runs at precision "
-            f"{bilm.attrs['precision']!r}, which is for inference only: train at 'fp32', or set grad_factor 0"
-        )
+    if model.attrs["grad_factor"]:
+        refuse_inference_only_fine_tuning(bilm.attrs["settings"].precision, tuner=())
     for dim in ("nL", "nO"):
         if mix.maybe_get_dim(dim) is None:
             mix.set_dim(dim, bilm.get_dim(dim))

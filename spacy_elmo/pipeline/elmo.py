@@ -8,43 +8,40 @@ gradients through a bounded cache, so later epochs do not recompute it.
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples, validate_get_examples
-from spacy.util import minibatch
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer
 from thinc.types import Floats3d
 
-from ..doc_data import (
-    DTYPE_CHOICES,
-    STORE_CHOICES,
-    check_token_mix,
-    check_token_mix_length,
-    layers_reducer,
-    store_doc_layers,
-    store_doc_reduced,
-    token_mix_reducer,
-    token_mix_weights,
-)
-from ..errors import ElmoError, ElmoSavedPipelineError, ElmoWeightsError
+from ..doc_data import DocStore, check_token_mix_length, token_mix_weights
+from ..errors import ElmoError, ElmoWeightsError
 from ..layers.bilm_layer import (
     DEFAULT_MAX_SEGMENT_LENGTH,
     adopt_loaded_bilm,
-    check_loaded_attrs,
+    configure,
     forget_bilm,
     get_bilm,
-    predict_reduced,
-    runtime_attrs,
+    predict_docs,
     set_bilm,
-    set_cache_size,
-    set_precision,
+    settings_of,
 )
-from ..layers.listener import batch_id, is_listener, learned_mix, name_listener, receive, set_listener_dims
+from ..layers.listener import (
+    batch_id,
+    gather_gradients,
+    ignore_gradient,
+    is_listener,
+    learned_mix,
+    name_listener,
+    receive,
+    set_listener_dims,
+)
 from ..loaders import check_weight_pairing, check_weight_source, resolve_bilm
+from ..settings import ElmoSettings, refuse_inference_only_fine_tuning
 from ..spacy_frames import building_from_config
 from .cache_progress import CacheFillProgress
 from .extensions import add_vector_hooks, install_extensions
@@ -132,14 +129,6 @@ def make_elmo(
     )
 
 
-class _Reduction(NamedTuple):
-    """How a batch's layers become what the Doc stores (``_annotate_reduced``)."""
-
-    reduce: Optional[Callable[[Any], Any]]
-    shape: Tuple[int, ...]
-    token_mix: List[float]
-
-
 class ElmoComponent(TrainablePipe):
     def __init__(
         self,
@@ -157,34 +146,26 @@ class ElmoComponent(TrainablePipe):
         precision: str = DEFAULT_SETTINGS["precision"],
         vector_hooks: bool = DEFAULT_SETTINGS["vector_hooks"],
     ) -> None:
-        if store not in STORE_CHOICES:
-            raise ElmoError(f"elmo store must be one of {STORE_CHOICES}, got {store!r}")
-        if store_dtype not in DTYPE_CHOICES:
-            raise ElmoError(f"elmo store_dtype must be one of {DTYPE_CHOICES}, got {store_dtype!r}")
-        check_token_mix(token_mix)
-        if isinstance(cache_size_mb, bool) or not isinstance(cache_size_mb, (int, float)):
-            raise ElmoError(f"elmo cache_size_mb must be a number of megabytes (0: no cache), got {cache_size_mb!r}")
-        if not isinstance(vector_hooks, bool):
-            raise ElmoError(f"elmo vector_hooks must be true or false, got {vector_hooks!r}")
-        check_weight_pairing(options_file, weight_file, bilm_dir)
         self.vocab = vocab
         self.model = model
         self.name = name
-        self.cfg: Dict[str, Any] = {
-            "store": store,
-            "store_dtype": store_dtype,
-            "token_mix": token_mix,
-            "cache_size_mb": cache_size_mb,
-            "precision": precision,
-            "vector_hooks": vector_hooks,
-        }
+        # Every setting checked here, once, and carried by the model (settings.py).
+        configure(
+            model,
+            "elmo ",
+            store=store,
+            store_dtype=store_dtype,
+            token_mix=token_mix,
+            cache_size_mb=cache_size_mb,
+            precision=precision,
+            vector_hooks=vector_hooks,
+        )
+        check_weight_pairing(options_file, weight_file, bilm_dir)
         # Only read when the model has no weights yet (never after loading a saved pipeline).
         self._weight_source = {"options_file": options_file, "weight_file": weight_file, "bilm_dir": bilm_dir}
         self.listener_map: Dict[str, List[Model]] = {}
-        self._reduction_made: Optional[Tuple[Tuple, _Reduction]] = None
+        self._doc_store_made: Optional[Tuple[Tuple, DocStore]] = None
         self._cache_fill = CacheFillProgress(name)
-        set_cache_size(model, cache_size_mb)
-        set_precision(model, precision, "elmo precision")
         install_extensions()
 
     # -- listeners (spaCy's ListenedToComponent protocol) ---------------------
@@ -219,53 +200,58 @@ class ElmoComponent(TrainablePipe):
                 if is_listener(node) and node.attrs["upstream_name"] in names:
                     self.add_listener(node, component.name)
 
-    # -- serialization: a saved pipeline carries its biLM, and only that one runs --
+    @property
+    def settings(self) -> ElmoSettings:
+        """The component's run-time settings (``settings.py``): its model carries them."""
+        return settings_of(self.model)
+
+    @property
+    def cfg(self) -> Dict[str, Any]:  # type: ignore[override]
+        """The component's settings as its factory names them (read only: ``configure`` changes them)."""
+        return self.settings.component_cfg()
+
+    def configure(self, **changes: Any) -> None:
+        """Change settings of the component (its factory's names), each checked now."""
+        configure(self.model, "elmo ", **changes)
+        if self.has_weights:
+            self._check_token_mix()
+
+    # -- serialization: a saved pipeline carries its biLM, and only that one runs; it saves no
+    # setting (no cfg: config.cfg gives them, and a load keeps the loading pipe's) --
     def to_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> None:
         self._ensure_weights()
-        super().to_disk(path, exclude=exclude)
+        super().to_disk(path, exclude=[*exclude, "cfg"])
 
     def to_bytes(self, *, exclude: Iterable[str] = tuple()) -> bytes:
         self._ensure_weights()
-        return super().to_bytes(exclude=exclude)
+        return super().to_bytes(exclude=[*exclude, "cfg"])
 
     def from_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
         path = Path(path)
         check_saved_component(path, self.name, exclude)
         with self._loading(str(path / "model"), exclude):
-            super().from_disk(path, exclude=exclude)
-            if "model" not in exclude:
-                check_loaded_attrs(self.model, f"component '{self.name}': {path / 'model'}")
+            super().from_disk(path, exclude=[*exclude, "cfg"])  # a cfg an earlier version saved: unread
         return self
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "ElmoComponent":
-        with self._loading("its cfg and model from bytes", exclude):
-            super().from_bytes(bytes_data, exclude=exclude)
-            if "model" not in exclude:
-                check_loaded_attrs(self.model, f"component '{self.name}': its model bytes")
+        with self._loading("its model from bytes", exclude):
+            super().from_bytes(bytes_data, exclude=[*exclude, "cfg"])
         return self
 
     @contextmanager
     def _loading(self, what: str, exclude: Iterable[str]) -> Iterator[None]:
-        """Loading restores the saved cfg and model; then the biLM must be the saved one
-        (never a fallback), and the config this pipe was built from wins for every
-        setting (``spacy.load(path, config=...)``): settings are run-time choices, none is
-        learned. Unchanged settings are the saved ones anyway."""
-        settings, attrs = dict(self.cfg), runtime_attrs(self.model)
+        """Loading restores the saved model; then the biLM must be the saved one (never a
+        fallback). The settings stay this pipe's: the model's hook keeps them (settings.py)."""
         with_model = "model" not in exclude
         restore_bilm = forget_bilm(self.model) if with_model else None
         try:
             yield
             if with_model:
                 adopt_loaded_bilm(self.model)
-        except (ValueError, LookupError, TypeError) as err:  # our ElmoErrors, damaged msgpack or JSON
+        except (ValueError, LookupError, TypeError) as err:  # our ElmoErrors, damaged msgpack
             if restore_bilm is not None:
                 restore_bilm()
-            if isinstance(err, ElmoSavedPipelineError):  # it names the file already
-                raise
             raise ElmoWeightsError(f"component '{self.name}': cannot load {what}: {err}") from err
-        finally:
-            self.cfg.update(settings)
-            self.model.attrs.update(attrs)  # precision included: a load keeps it anyway
         if with_model:
             self._check_token_mix()
 
@@ -307,7 +293,7 @@ class ElmoComponent(TrainablePipe):
 
     def _check_token_mix(self) -> None:
         """token_mix's length, once the weights say how many layers there are."""
-        check_token_mix_length(self.cfg["token_mix"], self.model.get_dim("nL"))
+        check_token_mix_length(self.settings.token_mix, self.model.get_dim("nL"))
 
     # -- the pipe API -------------------------------------------------------------
     def initialize(
@@ -329,89 +315,41 @@ class ElmoComponent(TrainablePipe):
     def _refuse_inference_only_fine_tuning(self) -> None:
         """int8 and bf16 are inference only: a listener that fine-tunes the biLM is refused before training starts."""
         tuning = self._tuning_components()
-        if tuning and self.cfg["precision"] != "fp32":
-            raise ElmoError(
-                f"elmo precision {self.cfg['precision']!r} is for inference only, but the listener of "
-                f"{', '.join(repr(name) for name in tuning)} fine-tunes the biLM (grad_factor > 0): train with "
-                "the elmo component's precision 'fp32' (switch to int8 after training), or set grad_factor 0"
-            )
+        if tuning:
+            refuse_inference_only_fine_tuning(self.settings.precision, tuner=tuning)
 
-    def predict(self, docs: Sequence[Doc]) -> List[Floats3d]:
+    # The one prediction road: predict, then set_annotations, for every store. When no
+    # listener reads a doc's float32 layers, predict keeps only the stored form (float16
+    # layers, the mix, or nothing), piece by piece, so a long doc's float32 layers never
+    # exist at once.
+    def predict(self, docs: Sequence[Doc]) -> List[Any]:
+        """Each doc's ``(L+1, n, 2P)`` layers when listeners read them, else its stored form."""
         self._ensure_weights()
-        return self.model.predict(list(docs))
+        return predict_docs(self.model, list(docs), None if self._readers() else self._doc_store())
 
-    # Without a listening component nothing reads a doc's float32 layers: inference keeps
-    # only the stored form (float16 layers, the mix, or nothing), so a long doc's float32
-    # layers never exist at once.
-    def __call__(self, doc: Doc) -> Doc:
-        if self._keeps_full_layers():
-            return super().__call__(doc)
-        (annotated,) = self.pipe([doc], batch_size=1)
-        return annotated
-
-    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
-        if self._keeps_full_layers():
-            yield from super().pipe(stream, batch_size=batch_size)
-            return
-        error_handler = self.get_error_handler()
-        for docs in minibatch(stream, size=batch_size):
-            try:
-                self._annotate_reduced(docs)
-                yield from docs
-            except Exception as err:
-                error_handler(self.name, self, docs, err)
-
-    def _keeps_full_layers(self) -> bool:
-        stores_them_as_they_are = self.cfg["store"] == "all" and self.cfg["store_dtype"] == "float32"
-        return stores_them_as_they_are or bool(self.listening_components)
-
-    def _annotate_reduced(self, docs: List[Doc]) -> None:
-        self._ensure_weights()
-        store, dtype = self.cfg["store"], self.cfg["store_dtype"]
-        reduction = self._reduction()
-        for doc, reduced in zip(docs, predict_reduced(self.model, docs, reduction.reduce)):
-            store_doc_reduced(
-                doc,
-                reduced,
-                source=self.name,
-                store=store,
-                dtype=dtype,
-                token_mix=reduction.token_mix,
-                shape=reduction.shape,
-            )
+    def set_annotations(self, docs: Sequence[Doc], predictions: List[Any]) -> None:
+        store, readers = self._doc_store(), self._readers()
+        for doc, prediction in zip(docs, predictions):
+            if readers:
+                store.annotate_for_listeners(doc, prediction, readers)
+            else:
+                store.annotate(doc, prediction)
         self._add_vector_hooks(docs)
 
-    def _reduction(self) -> "_Reduction":
-        """What the Doc keeps of a batch's layers, made once per setting it depends on (the
-        store, its dtype, the token mix and the biLM's sizes), not per batch."""
-        n_layers, width = self.model.get_dim("nL"), self.model.get_dim("nO")
-        store, dtype, mix = self.cfg["store"], self.cfg["store_dtype"], self.cfg["token_mix"]
-        key = (store, dtype, None if mix is None else tuple(mix), n_layers, width)
-        if self._reduction_made is None or self._reduction_made[0] != key:
-            token_mix = token_mix_weights(mix, n_layers)
-            reduce = {"all": layers_reducer, "mix": lambda d: token_mix_reducer(token_mix, d), "none": lambda d: None}
-            shape = {"all": (n_layers, width), "mix": (width,), "none": ()}[store]
-            self._reduction_made = (key, _Reduction(reduce[store](dtype), shape, token_mix))
-        return self._reduction_made[1]
-
-    def set_annotations(self, docs: Sequence[Doc], layers: List[Floats3d]) -> None:
-        token_mix = self._reduction().token_mix
-        for doc, doc_layers in zip(docs, layers):
-            store_doc_layers(
-                doc,
-                doc_layers,
-                source=self.name,
-                store=self.cfg["store"],
-                dtype=self.cfg["store_dtype"],
-                token_mix=token_mix,
-                n_listeners=self._readers(),
-            )
-        self._add_vector_hooks(docs)
+    def _doc_store(self) -> DocStore:
+        """What the Doc keeps, made once per setting it depends on (the store, its dtype,
+        the token mix and the biLM's layer count), not per batch."""
+        n_layers, settings = self.model.get_dim("nL"), self.settings
+        store, dtype, mix = settings.store, settings.store_dtype, settings.token_mix
+        key = (self.name, store, dtype, mix, n_layers)
+        if self._doc_store_made is None or self._doc_store_made[0] != key:
+            self._doc_store_made = (key, DocStore(self.name, store, dtype, token_mix_weights(mix, n_layers)))
+        return self._doc_store_made[1]
 
     def _add_vector_hooks(self, docs: Sequence[Doc]) -> None:
         """spaCy's vector API on the stored token mix, unless static vectors give it (as in
         spaCy, they win), nothing is stored, or the vector_hooks setting is off."""
-        if self.cfg["vector_hooks"] and self.cfg["store"] != "none" and not self.vocab.vectors.size:
+        if self.settings.vector_hooks and self.settings.store != "none" and not self.vocab.vectors.size:
             for doc in docs:
                 add_vector_hooks(doc)
 
@@ -444,25 +382,12 @@ class ElmoComponent(TrainablePipe):
             with self._cache_fill.watch(self.model.attrs["cache"], len(docs)):
                 layers = self.model.predict(docs)  # frozen: cached, no gradients, no optimizer step
             for listener in listeners:
-                receive(listener, batch, layers, _ignore_gradient)
+                receive(listener, batch, layers, ignore_gradient)
             return losses
         layers, backprop_layers = self.model.begin_update(docs)
-        total: Optional[List[Floats3d]] = None
-        waiting = len(listeners)
-
-        def accumulate(d_layers: Optional[List[Floats3d]]) -> None:
-            nonlocal total, waiting
-            if d_layers is not None:
-                losses[self.name] += float(sum((d**2).sum(axis=None, keepdims=False) for d in d_layers))
-                total = d_layers if total is None else [a + b for a, b in zip(total, d_layers)]
-            waiting -= 1
-            if waiting == 0 and total is not None:  # the last listener has reported
-                backprop_layers(total)
-                if sgd is not None:
-                    self.finish_update(sgd)
-
+        report = gather_gradients(self.model, len(listeners), backprop_layers, sgd, losses, self.name)
         for listener in listeners:
-            receive(listener, batch, layers, accumulate)
+            receive(listener, batch, layers, report)
         return losses
 
     def get_loss(self, examples: Iterable[Example], scores: Any) -> None:
@@ -486,7 +411,3 @@ def check_upstream_names(nlp: Language) -> None:
                     f"has that name (this pipeline's elmo components: {', '.join(map(repr, producers))}): set "
                     'the listener\'s upstream to one of them, or to "*" for the elmo component before it'
                 )
-
-
-def _ignore_gradient(d_layers: Optional[List[Floats3d]]) -> None:
-    return None
