@@ -94,10 +94,16 @@ def require_new_dir(path: Union[str, Path], what: str, error: Type[ElmoError] = 
     return target
 
 
+def existing_ancestor(path: Path) -> Path:
+    """The nearest of the absolute ``path``'s parents that exists (the root at worst): where a
+    write to ``path`` would make its directories, and whose file system it fills."""
+    return next(parent for parent in path.parents if parent.exists())
+
+
 def _probe_writable(path: Path, what: str, given: Path, error: Type[ElmoError]) -> None:
     """Whether something can be written beside the absolute ``path`` (its parents are made if
     needed): by writing a probe file, which also catches read-only file systems."""
-    above = next(parent for parent in path.parents if parent.exists())
+    above = existing_ancestor(path)
     if not above.is_dir():
         raise error(f"{what} {given} cannot be written: {above} is a file, not a directory")
     try:
@@ -293,10 +299,7 @@ def require_free_space(path: Union[str, Path], needed: int) -> None:
     bytes free beyond SPARE_BYTES: checked before a write, since torch's and h5py's writers fail on
     a full disk with errors that do not say so, and h5py may crash. ``path``'s directory need not
     exist yet."""
-    directory = Path(path).absolute().parent
-    while not directory.exists() and directory != directory.parent:
-        directory = directory.parent
-    free = shutil.disk_usage(directory).free
+    free = shutil.disk_usage(existing_ancestor(Path(path).absolute())).free
     if free < needed + SPARE_BYTES:
         mib = 1 << 20
         raise ElmoDiskFullError(
