@@ -67,6 +67,7 @@ def resolve_bilm(
     if loader is not None:
         return loader()
     if any((options_file, weight_file, bilm_dir)):
+        check_weight_source(options_file, weight_file, bilm_dir)  # a typo named as the config's key
         return load_bilm(options_file, weight_file, bilm_dir)
     return load_bilm(bilm_dir=bundled_bilm_dir(name))
 
@@ -139,7 +140,7 @@ def weights_or_default_v1(
 def check_weight_source(
     options_file: Optional[PathLike], weight_file: Optional[PathLike], bilm_dir: Optional[PathLike]
 ) -> None:
-    """The named files exist (without reading them): a typo fails where it was made."""
+    """The files a component's config names exist (without reading them), each named by its key."""
     for path, what in ((options_file, "options_file"), (weight_file, "weight_file")):
         if path is not None:
             require_file(path, f"elmo {what}", BILM_DIR_HINT)

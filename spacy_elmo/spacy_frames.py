@@ -1,18 +1,16 @@
-"""The two facts spacy-elmo reads from spaCy's call stack: spaCy 3.8 offers no supported way to learn them.
+"""The one fact spacy-elmo reads from spaCy's call stack: spaCy 3.8 offers no supported way to learn it.
 
-1. ``building_from_config``: whether a factory runs inside ``Language.from_config``
-   (``spacy.load``, ``spacy train``) rather than a user's ``nlp.add_pipe``. Both
-   reach the factory through ``add_pipe`` with the same arguments (only
-   ``from_config`` passes ``raw_config``, which the factory never sees).
-   Relies on: ``Language.from_config`` being on the stack while it builds the pipes.
-2. ``listener_path_being_replaced``: the path ``Language.replace_listeners``
-   writes a producer's ``replace_listener_cfg`` result to. spaCy passes the hook
-   the pipe's ``model.tok2vec`` block whatever the path, and not the path.
-   Relies on: the hook being called from ``Language.replace_listeners``, whose loop
-   variable is named ``listener_path``.
+``listener_path_being_replaced``: the path ``Language.replace_listeners`` writes a
+producer's ``replace_listener_cfg`` result to. spaCy passes the hook the pipe's
+``model.tok2vec`` block whatever the path, and not the path.
+Relies on: the hook being called from ``Language.replace_listeners``, whose loop
+variable is named ``listener_path``.
 
-``tests/test_spacy_frames.py`` checks both against the installed spaCy: a spaCy
-release that changes either fails there.
+(Where the weights come from needs no such reading: the component checks and reads
+the files its config names once, at initialize or its first doc; ``loaders.resolve_bilm``.)
+
+``tests/test_spacy_frames.py`` checks it against the installed spaCy: a spaCy release
+that changes it fails there.
 """
 
 import inspect
@@ -34,11 +32,6 @@ def _innermost_call(function: Callable, local_name: str) -> Tuple[bool, Any]:
         return False, None
     finally:
         del frame  # a frame kept in a local would hold the whole stack alive
-
-
-def building_from_config() -> bool:
-    """Whether spaCy is building a whole pipeline from its config (spacy.load, spacy train)."""
-    return _innermost_call(Language.from_config, "")[0]
 
 
 def listener_path_being_replaced() -> Optional[str]:

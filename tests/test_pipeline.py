@@ -6,6 +6,7 @@ import re
 import numpy
 import pytest
 import spacy
+from spacy.language import Language
 from spacy.tokens import Doc
 
 from spacy_elmo.bilm import ElmoBiLM, ElmoError
@@ -214,31 +215,51 @@ def test_bad_settings_are_refused(weight_files):
     assert nlp.pipe_names == []  # nothing half-added
 
 
-def test_a_missing_or_wrong_weight_file_fails_at_add_pipe(tmp_path, weight_files):
+def fails_before_any_doc(nlp: Language, match: str) -> None:
+    """The named-file error, at the first doc and at initialize, with nothing annotated."""
+    with pytest.raises(FileNotFoundError, match=match):
+        nlp("text")
+    with pytest.raises(FileNotFoundError, match=match):
+        nlp.initialize()
+    assert not nlp.get_pipe("elmo").has_weights
+
+
+def test_a_missing_or_wrong_weight_file_fails_at_initialize_or_the_first_doc(tmp_path, weight_files):
+    """Building the pipe reads no file (spacy.load must not, and cannot be told from a
+    user's add_pipe without reading spaCy's stack); the one resolution checks them first."""
     options, weights = weight_files
-    nlp = spacy.blank("en")
-    with pytest.raises(FileNotFoundError, match="elmo weight_file not found: .*gone.hdf5"):
-        nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(tmp_path / "gone.hdf5")})
-    with pytest.raises(
-        FileNotFoundError, match=r"elmo weight_file .* is a directory, not a file \(a biLM directory goes to bilm_dir"
-    ):
-        nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(tmp_path)})
-    with pytest.raises(FileNotFoundError, match="elmo bilm_dir not found"):
-        nlp.add_pipe("elmo", config={"bilm_dir": str(tmp_path / "nowhere")})
+    bad = {
+        "elmo weight_file not found: .*gone.hdf5": {
+            "options_file": str(options),
+            "weight_file": str(tmp_path / "gone.hdf5"),
+        },
+        r"elmo weight_file .* is a directory, not a file \(a biLM directory goes to bilm_dir": {
+            "options_file": str(options),
+            "weight_file": str(tmp_path),
+        },
+        "elmo bilm_dir not found": {"bilm_dir": str(tmp_path / "nowhere")},
+    }
+    for match, config in bad.items():
+        nlp = spacy.blank("en")
+        nlp.add_pipe("elmo", config=config)  # accepted: the files are checked once, when first needed
+        fails_before_any_doc(nlp, match)
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "weights.hdf5").write_bytes(b"")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", config={"bilm_dir": str(tmp_path / "half")})
     with pytest.raises(FileNotFoundError) as info:
-        nlp.add_pipe("elmo", config={"bilm_dir": str(tmp_path / "half")})
+        nlp("text")
     assert str(info.value) == (
         f"elmo bilm_dir {tmp_path / 'half'} has no options.json: a biLM directory holds "
         "options.json and weights.hdf5 (as `python -m spacy_elmo pretrain` writes them); an "
         "ELMoForManyLangs model directory holds config.json, char.dic and/or word.dic, token_embedder.pkl and "
         "encoder.pkl"
     )
-    assert nlp.pipe_names == []
+    nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
     assert nlp.pipe_names == ["elmo"]  # and the weights are still read at first use only
     assert not nlp.get_pipe("elmo").has_weights
+    assert nlp("text")._.elmo_layers.shape[0] == 3
 
 
 def test_config_sizes_must_match_the_weights(weight_files):

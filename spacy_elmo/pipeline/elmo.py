@@ -40,9 +40,8 @@ from ..layers.listener import (
     receive,
     set_listener_dims,
 )
-from ..loaders import check_weight_pairing, check_weight_source, resolve_bilm
+from ..loaders import check_weight_pairing, resolve_bilm
 from ..settings import ElmoSettings, refuse_inference_only_fine_tuning
-from ..spacy_frames import building_from_config
 from .cache_progress import CacheFillProgress
 from .extensions import add_vector_hooks, install_extensions
 from .saved import check_saved_component
@@ -95,8 +94,9 @@ def make_elmo(
 
     options_file/weight_file (bilm-tf/AllenNLP files) or bilm_dir (a
     pretraining output) name the weights (none: the English biLM bundled with
-    the package); they are read on first use, so a saved pipeline (which
-    carries its weights) never needs them. store: what
+    the package); they are checked and read once, at initialize or the first doc, so
+    building the pipe reads no file and a saved pipeline (which carries its weights)
+    never needs them. store: what
     stays on the Doc ("all" layers, the token "mix", or "none");
     store_dtype: "float32" or "float16"; token_mix: layer weights for
     token._.elmo (null: the average); cache_size_mb: memory for cached biLM
@@ -108,11 +108,6 @@ def make_elmo(
     Token/Span/Doc .vector and .similarity give the token mix (where the store keeps it
     and the pipeline has no static vectors).
     """
-    if not building_from_config():
-        # A typo in a named file fails here, not at the first doc; the weights still load lazily.
-        # Not in spacy.load: a saved pipeline carries its weights, and the files its config
-        # names may be long gone (they are checked at first use then).
-        check_weight_source(options_file, weight_file, bilm_dir)
     return ElmoComponent(
         nlp.vocab,
         model,
