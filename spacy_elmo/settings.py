@@ -7,6 +7,12 @@ overrides; ``layers.bilm_layer.configure``), carried by the biLM's thinc model
 none is saved: a load keeps the loading model's settings (``KeptOnLoad``, the one load hook), and a
 saved pipeline's config.cfg is where they come from again.
 
+Whether the biLM trains is not one of them: each listener's config says it (``grad_factor``),
+and the component reads it from the listeners it holds when it needs it (``trains_bilm``). A
+copy here would go stale, as spaCy re-links listeners by emptying ``listener_map`` directly
+(``Language._link_components``); the one rule about it, fp32 only, is
+``refuse_inference_only_fine_tuning`` below.
+
 It sits under neither the layers nor the pipe (as ``doc_data.py`` does): both read it.
 """
 
