@@ -66,7 +66,7 @@ def resolve_bilm(
     either format) it names, else the bundled biLM."""
     if loader is not None:
         return loader()
-    if any((options_file, weight_file, bilm_dir)):
+    if any(path is not None for path in (options_file, weight_file, bilm_dir)):  # "" is named too
         check_weight_source(options_file, weight_file, bilm_dir)  # a typo named as the config's key
         return load_bilm(options_file, weight_file, bilm_dir)
     return load_bilm(bilm_dir=bundled_bilm_dir(name))
@@ -141,6 +141,9 @@ def check_weight_source(
     options_file: Optional[PathLike], weight_file: Optional[PathLike], bilm_dir: Optional[PathLike]
 ) -> None:
     """The files a component's config names exist (without reading them), each named by its key."""
+    for path, what in ((options_file, "options_file"), (weight_file, "weight_file"), (bilm_dir, "bilm_dir")):
+        if path is not None and not str(path).strip():
+            raise FileNotFoundError(f"elmo {what} is empty: name a path, or leave it null")
     for path, what in ((options_file, "options_file"), (weight_file, "weight_file")):
         if path is not None:
             require_file(path, f"elmo {what}", BILM_DIR_HINT)

@@ -238,6 +238,8 @@ def test_a_missing_or_wrong_weight_file_fails_at_initialize_or_the_first_doc(tmp
             "weight_file": str(tmp_path),
         },
         "elmo bilm_dir not found": {"bilm_dir": str(tmp_path / "nowhere")},
+        "elmo bilm_dir is empty: name a path, or leave it null": {"bilm_dir": ""},  # not the bundled biLM
+        "elmo options_file is empty": {"options_file": " ", "weight_file": str(weights)},
     }
     for match, config in bad.items():
         nlp = spacy.blank("en")
