@@ -67,7 +67,7 @@ def resolve_bilm(
     if loader is not None:
         return loader()
     if any(path is not None for path in (options_file, weight_file, bilm_dir)):  # "" is named too
-        check_weight_source(options_file, weight_file, bilm_dir)  # a typo named as the config's key
+        check_weight_source(options_file, weight_file, bilm_dir, name)  # a typo named by its config key
         return load_bilm(options_file, weight_file, bilm_dir)
     return load_bilm(bilm_dir=bundled_bilm_dir(name))
 
@@ -138,17 +138,22 @@ def weights_or_default_v1(
 
 
 def check_weight_source(
-    options_file: Optional[PathLike], weight_file: Optional[PathLike], bilm_dir: Optional[PathLike]
+    options_file: Optional[PathLike],
+    weight_file: Optional[PathLike],
+    bilm_dir: Optional[PathLike],
+    name: str = "elmo",
 ) -> None:
-    """The files a component's config names exist (without reading them), each named by its key."""
-    for path, what in ((options_file, "options_file"), (weight_file, "weight_file"), (bilm_dir, "bilm_dir")):
+    """The files component ``name``'s config names exist (without reading them), each named
+    by the component and its key (e.g. "elmo weight_file"), since they are checked at its first use."""
+    named = ((options_file, "options_file"), (weight_file, "weight_file"), (bilm_dir, "bilm_dir"))
+    for path, key in named:
         if path is not None and not str(path).strip():
-            raise FileNotFoundError(f"elmo {what} is empty: name a path, or leave it null")
-    for path, what in ((options_file, "options_file"), (weight_file, "weight_file")):
+            raise FileNotFoundError(f"{name} {key} is empty: name a path, or leave it null")
+    for path, key in named[:2]:
         if path is not None:
-            require_file(path, f"elmo {what}", BILM_DIR_HINT)
+            require_file(path, f"{name} {key}", BILM_DIR_HINT)
     if bilm_dir is not None:
-        check_bilm_dir(Path(bilm_dir), "elmo bilm_dir")
+        check_bilm_dir(Path(bilm_dir), f"{name} bilm_dir")
 
 
 @registry.misc("spacy-elmo.WeightsFromDir.v1")

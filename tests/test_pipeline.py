@@ -258,6 +258,10 @@ def test_a_missing_or_wrong_weight_file_fails_at_initialize_or_the_first_doc(tmp
         "encoder.pkl"
     )
     nlp = spacy.blank("en")
+    nlp.add_pipe("elmo", name="elmo_de", config={"bilm_dir": str(tmp_path / "nowhere")})
+    with pytest.raises(FileNotFoundError, match="^elmo_de bilm_dir not found"):  # which of several components
+        nlp("text")
+    nlp = spacy.blank("en")
     nlp.add_pipe("elmo", config={"options_file": str(options), "weight_file": str(weights)})
     assert nlp.pipe_names == ["elmo"]  # and the weights are still read at first use only
     assert not nlp.get_pipe("elmo").has_weights
