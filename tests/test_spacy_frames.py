@@ -28,12 +28,12 @@ def test_the_stack_is_read_for_the_listener_path_only():
         str(path.relative_to(LIBRARY)) for path in LIBRARY.rglob("*.py") if STACK_READS.search(path.read_text())
     )
     assert readers == ["spacy_frames.py"]
-    public = sorted(name for name, value in vars(spacy_frames).items() if callable(value) and not name.startswith("_"))
-    assert [name for name in public if value_is_local(name)] == ["listener_path_being_replaced"]
-
-
-def value_is_local(name: str) -> bool:
-    return getattr(getattr(spacy_frames, name), "__module__", "") == spacy_frames.__name__
+    defined_here = [
+        name
+        for name, value in vars(spacy_frames).items()
+        if callable(value) and not name.startswith("_") and getattr(value, "__module__", "") == spacy_frames.__name__
+    ]
+    assert defined_here == ["listener_path_being_replaced"]
 
 
 def tagger_listening_to_tok2vec() -> Language:
