@@ -11,17 +11,23 @@ Whether the biLM trains is not one of them: each listener's config says it (``gr
 and the component reads it from the listeners it holds when it needs it (``trains_bilm``). A
 copy here would go stale, as spaCy re-links listeners by emptying ``listener_map`` directly
 (``Language._link_components``); the one rule about it, fp32 only, is
-``refuse_inference_only_fine_tuning`` below.
+``refuse_inference_only_fine_tuning`` below. It runs once, before training: at the
+component's initialize and where a standalone model is made (replace_listeners), not when
+listeners link, since a fine-tuned pipeline must still load and predict at precision int8.
+A bare biLM model's training forward reads whether its precision trains
+(``kernel_precision.trains``, resolved once with the settings) and runs the rule only to
+refuse.
 
 It sits under neither the layers nor the pipe (as ``doc_data.py`` does): both read it.
 """
 
+import functools
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from thinc.api import deserialize_attr, serialize_attr
 
-from .bilm.precision import Device, check_precision
+from .bilm.precision import Device, Precision, check_precision
 from .doc_data import DTYPE_CHOICES, STORE_CHOICES, check_token_mix
 from .errors import ElmoError
 
@@ -67,6 +73,11 @@ class ElmoSettings(KeptOnLoad):
     token_mix: Optional[Tuple[float, ...]] = None
     vector_hooks: bool = True
 
+    @functools.cached_property
+    def kernel_precision(self) -> Precision:
+        """``precision`` as the biLM runs it, resolved once (it was checked when these settings were made)."""
+        return Precision(self.precision)
+
     def changed(self, device: Device, prefix: str = "", **changes: Any) -> "ElmoSettings":
         """These settings with ``changes``, all checked where the biLM runs, ``device``
         (``prefix`` starts each message's name of a setting: "elmo " for the component's)."""
@@ -108,8 +119,8 @@ def refuse_inference_only_fine_tuning(precision: str, tuner: Optional[Sequence[s
     """The one rule: fine-tuning (a listener with grad_factor > 0) needs precision "fp32", as
     int8 and bf16 run without gradients. ``tuner``: the listening components that fine-tune
     (the component's initialize), () for a standalone model (replace_listeners), None for
-    the biLM's own training forward: each entry point's message names what it knows."""
-    if precision == "fp32":
+    a bare biLM model's training forward: each entry point's message names what it knows."""
+    if Precision(precision).trains:
         return
     if tuner is None:
         raise ElmoError(

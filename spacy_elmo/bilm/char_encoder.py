@@ -17,7 +17,7 @@ from .generation import TracksWeights, WeightsGeneration
 from .kernels import packed_linear
 from .lstm import FORGET_BIAS
 from .options import ElmoOptions
-from .precision import PRECISIONS
+from .precision import Precision
 from .tf_layout import host_array, lstm_tf_arrays
 from .token_encoder import LstmStacks
 
@@ -34,6 +34,7 @@ class InferenceWeights(NamedTuple):
     char_embed: Tensor
     conv_weights: List[Tensor]
     dense: Sequence[Callable[[Tensor], Tensor]]  # the highway layers, then the projection
+    trains: bool = False  # the forward's training-or-inference decision (ElmoBiLM.runs_training)
 
 
 class CharEncoder(TracksWeights):
@@ -70,7 +71,7 @@ class CharEncoder(TracksWeights):
         self.proj_bias = nn.Parameter(torch.empty(options.projection_dim))
         # "int8": the highway and projection layers run quantized copies at inference;
         # "bf16": those and the CNN run bfloat16 copies (fp32 sums, bias and activations).
-        self.precision = "fp32"
+        self.precision = Precision.FP32
         self._kernels: Optional[Tuple[tuple, InferenceWeights]] = None
         self.reset_parameters()
 
@@ -94,8 +95,8 @@ class CharEncoder(TracksWeights):
             self.proj_bias.zero_()
         self.generation.bump()
 
-    def set_precision(self, precision: str) -> None:
-        assert precision in PRECISIONS, precision  # checked where it was chosen (ElmoBiLM.set_precision)
+    def set_precision(self, precision: Precision) -> None:
+        """Resolved where it was chosen (``ElmoBiLM.set_precision``)."""
         self.precision = precision
         self._kernels = None
 
@@ -119,9 +120,10 @@ class CharEncoder(TracksWeights):
         """Every save of a bilm-tf biLM holds its bias as bilm-tf does: nothing to mend."""
         return False
 
-    def forward(self, char_ids: Tensor) -> Tensor:
-        """``(n_tokens, max_chars)`` ids -> ``(n_tokens, projection_dim)`` vectors."""
-        weights = self._inference_weights()
+    def forward(self, char_ids: Tensor, trains: bool = False) -> Tensor:
+        """``(n_tokens, max_chars)`` ids -> ``(n_tokens, projection_dim)`` vectors; ``trains``: the
+        biLM's one training-or-inference decision for this forward (``ElmoBiLM.runs_training``)."""
+        weights = self._inference_weights(trains)
         features = self._convolve_by_length(char_ids, weights)
         dense = weights.dense
         n_filters = self.n_filters
@@ -133,17 +135,17 @@ class CharEncoder(TracksWeights):
             features = torch.addcmul(features, carry, transform - features)
         return dense[-1](features)
 
-    def _inference_weights(self) -> InferenceWeights:
-        """The weights this call runs: the parameters (fp32, and always with autograd), or
+    def _inference_weights(self, trains: bool = False) -> InferenceWeights:
+        """The weights this call runs: the parameters (fp32, and always when training), or
         int8/bf16 copies rebuilt when the weights change."""
         pairs = list(zip(self.highway_weights, self.highway_biases)) + [(self.proj_weight, self.proj_bias)]
-        if self.precision == "fp32" or torch.is_grad_enabled():
+        if self.precision is Precision.FP32 or trains:
             exact = [partial(torch.addmm, bias, mat2=weight) for weight, bias in pairs]
-            return InferenceWeights(self.char_embed, list(self.conv_weights), exact)
+            return InferenceWeights(self.char_embed, list(self.conv_weights), exact, trains)
         key = self.weights_key()
         if self._kernels is None or self._kernels[0] != key:
             dense = [packed_linear(weight, bias, self.precision) for weight, bias in pairs]
-            if self.precision == "bf16":
+            if self.precision is Precision.BF16:
                 weights = InferenceWeights(
                     self.char_embed.detach().bfloat16(), [w.detach().bfloat16() for w in self.conv_weights], dense
                 )
@@ -202,7 +204,7 @@ class CharEncoder(TracksWeights):
             conv = conv.view(n_tokens, n_pos, n)
             # In training, max() keeps the argmax: its backward is a scatter,
             # much cheaper than amax()'s (which compares the whole conv output).
-            best = conv.max(dim=1).values if torch.is_grad_enabled() else conv.amax(dim=1)
+            best = conv.max(dim=1).values if weights.trains else conv.amax(dim=1)
             pooled.append(best + bias)  # a bf16 max + the fp32 bias: fp32 from here on
         features = torch.cat(pooled, dim=1)
         return torch.relu(features) if self.activation == "relu" else torch.tanh(features)

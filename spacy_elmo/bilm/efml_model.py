@@ -28,7 +28,7 @@ from ..formats.efml import EfmlNetwork, EfmlVocab, checked_vocab
 from .generation import TracksWeights, WeightsGeneration
 from .lstm import FORGET_BIAS, ProjectedLstm, _permute_gate_blocks
 from .options import ElmoOptions
-from .precision import PRECISIONS
+from .precision import Precision
 from .token_encoder import LstmStacks
 
 # A saved pipeline's EFML biLM: its LSTM biases are EFML's own (no forget offset taken out).
@@ -83,7 +83,7 @@ class EfmlTokenEncoder(TracksWeights):
             self.convolutions = nn.ModuleList([nn.Conv1d(network.char_dim, n, w) for w, n in network.filters])
             self.highways = _Highway(network.n_filters, network.n_highway)
         self.projection = nn.Linear(network.word_dim + network.n_filters, network.projection_dim)
-        self.precision = "fp32"
+        self.precision = Precision.FP32
 
     @classmethod
     def from_spec(cls, spec: Any, source: str) -> "EfmlTokenEncoder":
@@ -139,8 +139,8 @@ class EfmlTokenEncoder(TracksWeights):
     def proj_weight(self) -> Tensor:
         return self.projection.weight
 
-    def set_precision(self, precision: str) -> None:
-        assert precision in PRECISIONS, precision  # checked where it was chosen (ElmoBiLM's entry points)
+    def set_precision(self, precision: Precision) -> None:
+        """Resolved where it was chosen (``ElmoBiLM``'s entry points); EFML's layers run fp32."""
         self.precision = precision
 
     def weights_key(self) -> tuple:
@@ -149,7 +149,8 @@ class EfmlTokenEncoder(TracksWeights):
     def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         return self.vocab.batch_ids(sentences)
 
-    def forward(self, rows: Tensor) -> Tensor:
+    def forward(self, rows: Tensor, trains: bool = False) -> Tensor:
+        """Plain torch layers: autograd alone says whether they train (``trains`` is unused)."""
         ids = (rows - 1).clamp(min=0)  # batch padding (0) computes row 0's vector: masked later
         parts = []
         if self.network.word_dim:

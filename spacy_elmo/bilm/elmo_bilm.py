@@ -17,7 +17,7 @@ from .efml_model import EfmlTokenEncoder
 from .generation import mark_weights_changed
 from .lstm import BiLstm, State
 from .options import ElmoOptions
-from .precision import check_precision
+from .precision import Precision, check_precision
 from .tf_layout import check_model_size, load_lstm_tf_arrays, read_weights
 from .threads import make_forks_safe
 from .token_encoder import LstmStacks, TokenEncoder
@@ -94,20 +94,20 @@ class ElmoBiLM(nn.Module):
         """Load bilm-tf/AllenNLP ``options.json`` + ``weights.hdf5``, in eval mode.
         ``precision``: "fp32" (exact), "int8" or "bf16" (faster inference; see ``set_precision``).
         bf16 where the device has no native bf16 is refused here, before reading anything."""
-        check_precision(precision, device=device)
-        return cls._read_files(options_file, weight_file)._placed(device, precision)
+        resolved = check_precision(precision, device=device)
+        return cls._read_files(options_file, weight_file)._placed(device, resolved)
 
     @classmethod
     def from_dir(cls, path: PathLike, device: Union[str, torch.device] = "cpu", precision: str = "fp32") -> "ElmoBiLM":
         """Load a directory holding ``options.json`` + ``weights.hdf5`` (e.g. a pretraining output),
         or else an ELMoForManyLangs model directory (``from_efml``)."""
         path = Path(path)
-        check_precision(precision, device=device)  # an impossible precision is named before any file
+        resolved = check_precision(precision, device=device)  # an impossible precision is named before any file
         check_bilm_dir(path)
         if bilm_dir_format(path) == EFML_FORMAT:
-            return cls._read_efml(path)._placed(device, precision)
+            return cls._read_efml(path)._placed(device, resolved)
         files = bilm_dir_files(path)  # what is read: a writer's guard reads the same list
-        return cls._read_files(files[OPTIONS_NAME], files[WEIGHTS_NAME])._placed(device, precision)
+        return cls._read_files(files[OPTIONS_NAME], files[WEIGHTS_NAME])._placed(device, resolved)
 
     @classmethod
     def from_efml(
@@ -115,8 +115,8 @@ class ElmoBiLM(nn.Module):
     ) -> "ElmoBiLM":
         """Load an ELMoForManyLangs model directory (config.json, char.dic/word.dic,
         token_embedder.pkl, encoder.pkl): EFML's network exactly, see ``efml_model.py``."""
-        check_precision(precision, device=device)
-        return cls._read_efml(model_dir)._placed(device, precision)
+        resolved = check_precision(precision, device=device)
+        return cls._read_efml(model_dir)._placed(device, resolved)
 
     @classmethod
     def from_efml_spec(cls, spec: Any, source: str) -> "ElmoBiLM":
@@ -143,7 +143,7 @@ class ElmoBiLM(nn.Module):
         model.type_cache.clear()
         return model.eval()
 
-    def _placed(self, device: Union[str, torch.device], precision: str) -> "ElmoBiLM":
+    def _placed(self, device: Union[str, torch.device], precision: Precision) -> "ElmoBiLM":
         """On ``device``, in eval mode, at ``precision`` (checked by the caller)."""
         model = self.to(device).eval()
         model._use_precision(precision)
@@ -152,20 +152,22 @@ class ElmoBiLM(nn.Module):
     # -- how inference runs -------------------------------------------------
     @property
     def precision(self) -> str:
-        return self.char_encoder.precision
+        return self.char_encoder.precision.value
 
-    def set_precision(self, precision: str) -> None:
+    def set_precision(self, precision: Union[str, Precision]) -> None:
         """ "fp32": the exact path. "int8": the LSTM's input, recurrent and projection
         matmuls and the highway/projection layers run int8 weights (per output
         channel) with dynamically quantized activations (fbgemm/onednn), on CPU,
         without gradients. "bf16": those and the char CNN run bfloat16 copies of the
         weights (fp32 sums; the LSTM cell state, activations and outputs stay fp32),
         without gradients, where the device has native bf16 (else refused unless
-        ``SPACY_ELMO_FORCE_BF16=1``). The fp32 weights stay: saving and switching back are exact."""
-        check_precision(precision, device=self.device)  # decided here: the modules trust it
+        ``SPACY_ELMO_FORCE_BF16=1``). The fp32 weights stay: saving and switching back are exact.
+        A name is checked here, where it is chosen; a ``Precision`` was checked where it was."""
+        if not isinstance(precision, Precision):
+            precision = check_precision(precision, device=self.device)  # decided here: the modules trust it
         self._use_precision(precision)
 
-    def _use_precision(self, precision: str) -> None:
+    def _use_precision(self, precision: Precision) -> None:
         self.char_encoder.set_precision(precision)
         for stack in self._lstm_stacks():
             for layer in stack:
@@ -252,12 +254,20 @@ class ElmoBiLM(nn.Module):
     def token_embeddings(self, char_ids: Tensor) -> Tensor:
         """``(..., max_chars)`` ids -> ``(..., P)`` context-independent vectors (the char CNN alone)."""
         type_chars, type_index = unique_types(char_ids)
-        return F.embedding(type_index.to(self.device), self.encode_types(type_chars))
+        return F.embedding(type_index.to(self.device), self.encode_types(type_chars, self.runs_training()))
 
-    def encode_types(self, type_chars: Tensor) -> Tensor:
-        """The char encoder over distinct tokens (on any device): through the type cache at inference."""
-        if torch.is_grad_enabled() or self.training:
-            return self.char_encoder(type_chars.to(self.device))
+    def runs_training(self) -> bool:
+        """The one training-or-inference switch of a forward, passed down to every module: a run
+        trains where autograd records it and a weight would get a gradient (in fp32, whatever
+        the precision: int8 and bf16 copies have no gradients); else it infers (packed or
+        int8/bf16 kernels, the type cache)."""
+        return torch.is_grad_enabled() and any(param.requires_grad for param in self.parameters())
+
+    def encode_types(self, type_chars: Tensor, trains: bool) -> Tensor:
+        """The char encoder over distinct tokens (on any device): through the type cache at
+        inference outside train mode (in train mode an optimizer may change the weights unseen)."""
+        if trains or self.training:
+            return self.char_encoder(type_chars.to(self.device), trains)
         return self.type_cache.encode(type_chars, self.char_encoder, self.char_encoder.weights_key(), self.device)
 
     def contextual(
@@ -278,10 +288,11 @@ class ElmoBiLM(nn.Module):
         states. ``dropout`` (pretraining) applies to the token vectors and
         between the LSTM layers.
         """
-        tokens = F.embedding(type_index.t(), self.encode_types(type_chars))
+        trains = self.runs_training()
+        tokens = F.embedding(type_index.t(), self.encode_types(type_chars, trains))
         if dropout:
             tokens = F.dropout(tokens, dropout)
-        layers, finals = self.bilstm(tokens, lengths, initial, return_states=return_states, dropout=dropout)
+        layers, finals = self.bilstm(tokens, lengths, initial, return_states, dropout, trains)
         return tokens, layers, finals
 
     def forward(self, char_ids: Tensor, lengths: Optional[Tensor] = None, stateful: bool = False) -> Tensor:

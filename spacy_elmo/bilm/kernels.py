@@ -9,7 +9,8 @@
   the ``+ add`` is fused into the GEMM's output pass. Exact up to fp32
   summation order;
 * ``MklLinear`` (fp32, ``mkl._mkl_linear``), where oneDNN is missing;
-* ``PlainLinear``: ``torch.addmm`` (GPU, half precision, neither library, or ``packed=False``);
+* ``PlainLinear``: ``torch.addmm`` (GPU, half precision, neither library, a torch without
+  the private packed ops (``private_torch.py``), or ``packed=False``);
 * ``Int8Linear`` (``precision="int8"``): the weight quantized per output channel,
   activations quantized dynamically per call (fbgemm/oneDNN through
   ``quantized.linear_dynamic``; 8 bits with AVX-512 VNNI, else 7), fp32 in and out;
@@ -18,19 +19,23 @@
   activations rounded to bf16 per call, products summed in fp32 by the GEMM, the
   result rounded to bf16 once and returned as fp32 with the bias (and ``add``) added in fp32.
 
-Where a precision may run is decided before (precision.py); the kernels trust it.
+Where a precision may run is decided before (precision.py): the kernels take the
+``Precision`` then resolved and trust it; which private torch functions exist is
+probed once (private_torch.py).
 Packed copies are opaque tensors: they are rebuilt (never pickled or copied)
 and only used without autograd.
 """
 
 import warnings
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import Tensor
 
 from ..errors import ElmoError
 from . import precision as policy
+from . import private_torch
+from .precision import Precision
 
 # The batch size a packed layout is tuned for; any batch size works with it.
 PACK_BATCH_HINT = 64
@@ -41,28 +46,34 @@ PACKING = True
 
 
 def _onednn_available() -> bool:
-    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    return private_torch.available().onednn_linear
 
 
 def _mkl_available() -> bool:
-    return torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
+    return private_torch.available().mkl_linear
 
 
 def packed_linear(
-    weight: Tensor, bias: Optional[Tensor] = None, precision: str = "fp32", packed: bool = True
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    precision: Union[Precision, str] = Precision.FP32,
+    packed: bool = True,
 ) -> "LinearKernel":
     """``x (B, in) -> x @ weight + bias (+ add)`` in ``precision``, in the fastest kernel
-    this device has for it (``packed=False``: a plain matmul for fp32, an unpacked bf16 one)."""
+    this device has for it (``packed=False``: a plain matmul for fp32, an unpacked bf16 one).
+    The modules pass a ``Precision`` resolved when it was chosen, taken as it is; a name
+    (a direct caller's choice) is checked here, once, as any choice is."""
+    if not isinstance(precision, Precision):
+        precision = policy.check_precision(precision)
     weight = weight.detach()
     bias = bias.detach().contiguous() if bias is not None else None
     packed = packed and PACKING
     on_cpu_fp32 = weight.device.type == "cpu" and weight.dtype == torch.float32
-    if precision == "int8":
+    if precision is Precision.INT8:
         assert on_cpu_fp32, "int8 runs fp32 weights on the CPU (precision.check_precision)"
         return Int8Linear(weight.t().contiguous(), bias)
-    if precision == "bf16":
+    if precision is Precision.BF16:
         return _bf16_linear(weight.t().contiguous().to(torch.bfloat16), bias, packed)
-    policy.check_precision(precision)  # the name: any other than "fp32" is an error
     if packed and on_cpu_fp32 and _onednn_available():
         return OnednnLinear(weight.t().contiguous(), bias)
     if packed and on_cpu_fp32 and _mkl_available():

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from .generation import TracksWeights, WeightsGeneration
 from .kernels import LinearKernel, packed_linear
 from .options import ElmoOptions
-from .precision import PRECISIONS
+from .precision import Precision
 from .tf_layout import host_array
 
 State = Tuple[Tensor, Tensor]  # (h (B, P), c (B, C))
@@ -75,7 +75,7 @@ class ProjectedLstm(TracksWeights):
         offset = torch.zeros(4 * cell_dim)
         offset[cell_dim : 2 * cell_dim] = forget_bias
         self.register_buffer("forget_offset", offset, persistent=False)
-        self.precision = "fp32"
+        self.precision = Precision.FP32
         self._kernels: Optional[Tuple[tuple, Tuple[LinearKernel, LinearKernel, LinearKernel]]] = None
         self.reset_parameters()
 
@@ -98,18 +98,28 @@ class ProjectedLstm(TracksWeights):
         )
 
     def forward(
-        self, inputs: Tensor, state: Optional[State] = None, lengths: Optional[Tensor] = None
+        self,
+        inputs: Tensor,
+        state: Optional[State] = None,
+        lengths: Optional[Tensor] = None,
+        trains: Optional[bool] = None,
     ) -> Tuple[Tensor, Optional[State]]:
         """``inputs (T, B, input_dim)`` -> ``(outputs (T, B, P), final state)``.
 
         The final state is each row's state after its own last real step
         (``lengths``); it is only computed when ``lengths`` is given. Steps past
         a row's length are computed but meaningless: callers ignore them.
+        ``trains``: the biLM's one training-or-inference decision for its whole forward
+        (``ElmoBiLM.runs_training``); None, for a layer run on its own, decides it here.
         """
         n_steps, batch_size, _ = inputs.shape
         if state is None:
             state = self.zero_state(batch_size, inputs)
-        if not (torch.is_grad_enabled() and (inputs.requires_grad or any(p.requires_grad for p in self.parameters()))):
+        if trains is None:
+            trains = torch.is_grad_enabled() and (
+                inputs.requires_grad or any(p.requires_grad for p in self.parameters())
+            )
+        if not trains:
             return self._run_inplace(inputs, state, lengths)
         return self._run_fused(inputs, state, lengths)
 
@@ -122,7 +132,7 @@ class ProjectedLstm(TracksWeights):
         n_steps, batch_size, _ = inputs.shape
         device_type = inputs.device.type
         autocast_dtype = torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
-        precision = "bf16" if autocast_dtype == torch.bfloat16 else "fp32"
+        precision = Precision.BF16 if autocast_dtype == torch.bfloat16 else Precision.FP32
         # The bias goes into each step's GEMM in the node: addmm would spend a pass over
         # all steps' gates broadcasting it.
         bias = self.bias + self.forget_offset
@@ -147,10 +157,10 @@ class ProjectedLstm(TracksWeights):
         # LM heads, torch's adaptive softmax among them) sees the dtypes it expects.
         return (outputs.to(autocast_dtype) if autocast_dtype is not None else outputs), final
 
-    def set_precision(self, precision: str) -> None:
-        """``"fp32"`` (exact), ``"int8"`` (quantized copies of the weights) or ``"bf16"``
-        (bfloat16 copies; the cell state and outputs stay fp32), the last two inference only."""
-        assert precision in PRECISIONS, precision  # checked where it was chosen (ElmoBiLM.set_precision)
+    def set_precision(self, precision: Precision) -> None:
+        """FP32 (exact), INT8 (quantized copies of the weights) or BF16 (bfloat16 copies; the
+        cell state and outputs stay fp32), the last two inference only; resolved where it was
+        chosen (``ElmoBiLM.set_precision``)."""
         self.precision = precision
         self._kernels = None
 
@@ -257,7 +267,7 @@ class _FusedLstmSequence(torch.autograd.Function):
         n_steps, batch_size, four_c = input_gates.shape
         C = four_c // 4
         P = proj_weight.shape[1]
-        bf16 = precision == "bf16"
+        bf16 = precision is Precision.BF16
         state = dict(dtype=torch.float32, device=input_gates.device)  # fp32 under bf16 too
         cells = torch.empty(n_steps + 1, batch_size, C, **state)  # c_{t-1} for t = 0..T
         hiddens = torch.empty(n_steps + 1, batch_size, P, **state)  # h_{t-1} for t = 0..T
@@ -313,7 +323,9 @@ class _FusedLstmSequence(torch.autograd.Function):
         grad_gates = cells.new_empty(n_steps, batch_size, 4 * C)
         # bf16: each step's gate gradients rounded once, the operand of its GEMM and of the
         # weight gradient's, and the input gates' gradient (they are bf16 then: the GEMM's dtype)
-        gemm_grad_gates = torch.empty_like(grad_gates, dtype=torch.bfloat16) if precision == "bf16" else grad_gates
+        gemm_grad_gates = (
+            torch.empty_like(grad_gates, dtype=torch.bfloat16) if precision is Precision.BF16 else grad_gates
+        )
         grad_proj_in = grad_outputs.new_empty(n_steps, batch_size, hiddens.shape[-1])
         grad_h = grad_outputs.new_zeros(batch_size, hiddens.shape[-1])
         grad_c = cells.new_zeros(batch_size, C)
@@ -344,7 +356,7 @@ class _FusedLstmSequence(torch.autograd.Function):
             torch.mul(dc, i, out=g[:, 3 * C :])
             _tanh_backward_into(g[:, 3 * C :], j, grad_input=g[:, 3 * C :])
             grad_c = dc.mul_(f)
-            grad_h = state_t_mm(gemm_grad_gates[t].copy_(g) if precision == "bf16" else g)
+            grad_h = state_t_mm(gemm_grad_gates[t].copy_(g) if precision is Precision.BF16 else g)
         flat_gates = gemm_grad_gates.view(n_steps * batch_size, 4 * C)
         grad_state_weight = _matmul(hiddens[:-1].reshape(n_steps * batch_size, -1).t(), flat_gates, precision)
         grad_proj_weight = _matmul(
@@ -383,16 +395,16 @@ class _Bf16Gates:
         return gates.add_(self.bias)
 
 
-def _gemm(a: Tensor, b: Tensor, precision: str) -> Tensor:
+def _gemm(a: Tensor, b: Tensor, precision: Precision) -> Tensor:
     """``a @ b`` with fp32 or bf16 operands, in their dtype: bf16 as the bf16 GEMM returns it
     (the fused node widens its input gates a step at a time: no whole-sequence cast, nor its
     gradient's). Differentiable: casts are."""
-    if precision == "bf16":
+    if precision is Precision.BF16:
         return torch.mm(a.to(torch.bfloat16), b.to(torch.bfloat16))
     return torch.mm(a.float(), b)
 
 
-def _matmul(a: Tensor, b: Tensor, precision: str) -> Tensor:
+def _matmul(a: Tensor, b: Tensor, precision: Precision) -> Tensor:
     """``a @ b`` with fp32 or bf16 operands, an fp32 result."""
     return _gemm(a, b, precision).float()
 
@@ -453,12 +465,14 @@ class BiLstm(nn.Module):
         initial_states: Optional[Sequence[Sequence[State]]] = None,
         return_states: bool = False,
         dropout: float = 0.0,
+        trains: Optional[bool] = None,
     ) -> Tuple[List[Tensor], Optional[List[List[State]]]]:
         """``inputs (T, B, P)`` -> one ``(T, B, 2P)`` output per layer.
 
         ``initial_states``/returned states: ``[forward states, backward states]``,
         one ``(h, c)`` per layer. ``dropout`` (training) drops each layer's LSTM
-        input, as bilm-tf's input dropout; the residual adds the undropped input.
+        input, as bilm-tf's input dropout; the residual adds the undropped input. ``trains``:
+        the biLM's one training-or-inference decision, passed to every layer (None: each decides).
         """
         reversed_inputs = reverse_padded(inputs, lengths)
         per_direction = []
@@ -471,7 +485,7 @@ class BiLstm(nn.Module):
             for k, layer in enumerate(layers):
                 start = initial_states[d][k] if initial_states is not None else None
                 lstm_input = nn.functional.dropout(layer_input, dropout) if dropout else layer_input
-                output, final = layer(lstm_input, start, lengths if return_states else None)
+                output, final = layer(lstm_input, start, lengths if return_states else None, trains)
                 if self.use_skip_connections and k > 0:
                     output = output + layer_input
                 outputs.append(output)

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from .generation import WeightsGeneration
 from .lstm import ProjectedLstm
+from .precision import Precision
 
 # The biLSTM's layers, per direction (forward, backward).
 LstmStacks = Tuple[Sequence[ProjectedLstm], Sequence[ProjectedLstm]]
@@ -19,20 +20,21 @@ class TokenEncoder(Protocol):
     """An ``nn.Module`` (a ``TracksWeights``) from one row of ids per distinct token to its vector."""
 
     generation: WeightsGeneration  # the biLM's: every inference cache is keyed on it
-    precision: str
+    precision: Precision
     forget_bias: float  # what the biLSTM adds to its forget gates (its format's convention)
 
     @property
     def proj_weight(self) -> Tensor:
         """Its output projection: where (device) and how (dtype) the biLM runs."""
 
-    def __call__(self, rows: Tensor) -> Tensor:
-        """``(U, width)`` id rows of distinct tokens -> ``(U, P)`` vectors (its ``forward``)."""
+    def __call__(self, rows: Tensor, trains: bool = False) -> Tensor:
+        """``(U, width)`` id rows of distinct tokens -> ``(U, P)`` vectors (its ``forward``);
+        ``trains``: the biLM's one training-or-inference decision for this forward."""
 
     def weights_key(self) -> tuple:
         """Changes whenever its weights, or how they run, change (the type cache's key)."""
 
-    def set_precision(self, precision: str) -> None:
+    def set_precision(self, precision: Precision) -> None:
         """A precision already checked where it was chosen (``ElmoBiLM``'s entry points)."""
 
     def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:

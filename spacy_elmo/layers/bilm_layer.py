@@ -53,9 +53,9 @@ def build_bilm_model(
     def at_model_precision(bilm: torch.nn.Module) -> None:
         # A loaded biLM runs at this model's precision, a run-time choice a load keeps. A thinc
         # copy of the model shares this function, so its loads follow the original's
-        # precision: replace_listeners' copies have the same one.
+        # precision: replace_listeners' copies have the same one. The one place a load applies it.
         if isinstance(bilm, ElmoBiLM):
-            bilm.set_precision(model.attrs["settings"].precision)
+            bilm.set_precision(settings_of(model).kernel_precision)
 
     wrapper = bilm_wrapper(
         ElmoBiLM(options) if options is not None else None,
@@ -101,7 +101,7 @@ def configure(model: BilmModel, prefix: str = "", **changes: Any) -> ElmoSetting
         model.attrs["cache"] = LayerCache(settings.cache_size_mb)
     bilm = get_bilm(model)
     if bilm is not None and "precision" in changes:
-        bilm.set_precision(settings.precision)
+        bilm.set_precision(settings.kernel_precision)
     return settings
 
 
@@ -118,7 +118,14 @@ def get_bilm(model: BilmModel) -> Optional[ElmoBiLM]:
 
 
 def set_bilm(model: BilmModel, bilm: ElmoBiLM) -> None:
-    """Give the model its weights (checked against the sizes the config asked for)."""
+    """Give the model its weights (checked against the sizes the config asked for), run at
+    the model's precision."""
+    _install_bilm(model, bilm)
+    bilm.set_precision(settings_of(model).kernel_precision)
+
+
+def _install_bilm(model: BilmModel, bilm: ElmoBiLM) -> None:
+    """The biLM in the model's slot, on thinc's device, its sizes the model's; its cache emptied."""
     expected = model.attrs["expected_options"]
     if expected is not None:
         wanted = ElmoOptions.from_dict(expected, source="the component's model config")
@@ -131,7 +138,6 @@ def set_bilm(model: BilmModel, bilm: ElmoBiLM) -> None:
                 "the sizes from the weights)."
             )
     bilm_slot(model.layers[0]).bilm = bilm.to(get_torch_default_device()).eval()
-    bilm.set_precision(model.attrs["settings"].precision)
     model.set_dim("nO", bilm.output_dim, force=True)
     model.set_dim("nL", bilm.n_output_layers, force=True)
     model.attrs["weights_loaded"] = True
@@ -159,7 +165,7 @@ def adopt_loaded_bilm(model: BilmModel) -> None:
         raise ElmoWeightsError("it holds no biLM (saved before any weights were loaded, or damaged)")
     for name in LEGACY_SETTING_ATTRS:
         model.attrs.pop(name, None)
-    set_bilm(model, bilm)
+    _install_bilm(model, bilm)  # the load already ran it at the model's precision (at_model_precision)
 
 
 def _weights_key(bilm: ElmoBiLM) -> Tuple:
@@ -268,10 +274,13 @@ def _no_gradient(d_layers: Any) -> List:
 def _forward_with_gradients(model: BilmModel, docs: Sequence[Doc]) -> Tuple[List[Floats3d], Callable]:
     """Fine-tuning: autograd through the segments in length-sorted batches (as prediction
     batches them: one batch padded to its longest sentence cost several times the
-    compute on CoNLL's lengths), no cache (the weights are about to change)."""
+    compute on CoNLL's lengths), no cache (the weights are about to change). The fp32 rule
+    ran before training (the component's initialize); a bare model reads its resolved precision."""
     bilm = _require_bilm(model)
-    refuse_inference_only_fine_tuning(model.attrs["settings"].precision)
-    segments, texts = batch_segments(docs, model.attrs["settings"].max_segment_length)
+    settings = settings_of(model)
+    if not settings.kernel_precision.trains:
+        refuse_inference_only_fine_tuning(settings.precision)
+    segments, texts = batch_segments(docs, settings.max_segment_length)
     batches: List[Callable[[List[Floats3d]], None]] = []
 
     def trained_segments() -> Iterator[Tuple[Segment, Floats3d]]:

@@ -318,12 +318,18 @@ class ElmoComponent(TrainablePipe):
     # layers, the mix, or nothing), piece by piece, so a long doc's float32 layers never
     # exist at once.
     def predict(self, docs: Sequence[Doc]) -> List[Any]:
-        """Each doc's ``(L+1, n, 2P)`` layers when listeners read them, else its stored form."""
+        """Each doc's ``(L+1, n, 2P)`` layers when listeners read them, else its stored form;
+        the store and its readers, looked up once per batch, travel with them (``Predictions``)."""
         self._ensure_weights()
-        return predict_docs(self.model, list(docs), None if self._readers() else self._doc_store())
+        store, readers = self._doc_store(), self._readers()
+        outputs = predict_docs(self.model, list(docs), None if readers else store)
+        return Predictions(outputs, store, readers)
 
     def set_annotations(self, docs: Sequence[Doc], predictions: List[Any]) -> None:
-        store, readers = self._doc_store(), self._readers()
+        if isinstance(predictions, Predictions):  # predict's: annotate as it decided
+            store, readers = predictions.store, predictions.readers
+        else:  # a caller's own list of layers
+            store, readers = self._doc_store(), self._readers()
         for doc, prediction in zip(docs, predictions):
             if readers:
                 store.annotate_for_listeners(doc, prediction, readers)
@@ -390,6 +396,15 @@ class ElmoComponent(TrainablePipe):
 
     def add_label(self, label: str) -> int:
         raise NotImplementedError("the elmo component has no labels")
+
+
+class Predictions(list):
+    """``predict``'s outputs, one per doc, with what made them: the doc store and how many
+    listeners read the layers, so ``set_annotations`` stores them as ``predict`` chose."""
+
+    def __init__(self, outputs: List[Any], store: DocStore, readers: int) -> None:
+        super().__init__(outputs)
+        self.store, self.readers = store, readers
 
 
 def check_upstream_names(nlp: Language) -> None:
