@@ -58,7 +58,7 @@ def run_layers(bilm: ElmoBiLM, tokens: Sequence[str], max_length: int) -> numpy.
     ids, lengths = bilm.batch_ids([list(tokens[w.start : w.end]) for w in windows])
     with torch.no_grad():
         layers = bilm(torch.from_numpy(ids), torch.from_numpy(lengths)).cpu().numpy()
-    kept = [w.kept(sentence_layers(layers, row, lengths[row])) for row, w in enumerate(windows)]
+    kept = [w.owned(sentence_layers(layers, row, lengths[row])) for row, w in enumerate(windows)]
     return numpy.concatenate(kept, axis=1).astype(numpy.float64)
 
 

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy
 from spacy.tokens import Doc
-from thinc.api import get_array_module
+from thinc.api import get_array_module, to_numpy
 
 from .errors import ElmoError
 
@@ -77,8 +77,8 @@ class DocStore:
     the token "mix" or "none") in ``dtype``, with the (normalised) ``token_mix`` weights.
     The one place that knows the three stores; made once per setting by the component.
 
-    ``keep`` is what a doc stores of a ``(L+1, k, 2P)`` piece of its layers, on the host,
-    with the tokens on axis ``token_axis``: a doc's stored form is its pieces' kept parts
+    ``stored_form`` is what a doc stores of a ``(L+1, k, 2P)`` piece of its layers, on the host,
+    with the tokens on axis ``token_axis``: a doc's stored form is its pieces' stored forms
     in token order, so it can be assembled piece by piece and its float32 layers need
     never exist whole (``layers/bilm_layer.assemble``)."""
 
@@ -87,18 +87,18 @@ class DocStore:
         self.token_axis = 0 if store == "mix" else 1
         self._weights = numpy.asarray(token_mix, dtype="float32")
 
-    def keep(self, layers) -> Optional[numpy.ndarray]:
+    def stored_form(self, layers) -> Optional[numpy.ndarray]:
         """``(L+1, k, 2P)`` layers (on any device) -> what the doc stores of them (None: nothing)."""
         if self.store == "all":
-            return _to_numpy(layers).astype(self.dtype, copy=False)  # float32 on the host: no copy
+            return to_numpy(layers).astype(self.dtype, copy=False)  # float32 on the host: no copy
         if self.store == "mix":
             xp = get_array_module(layers)  # mixed where the layers are: only (k, 2P) goes to the host
             mixed = xp.tensordot(xp.asarray(self._weights), layers, axes=(0, 0))
-            return _to_numpy(mixed).astype(self.dtype, copy=False)
+            return to_numpy(mixed).astype(self.dtype, copy=False)
         return None
 
     def annotate(self, doc: Doc, stored: Optional[numpy.ndarray]) -> None:
-        """Annotate one doc with its stored form (``keep``'s, assembled)."""
+        """Annotate one doc with its stored form (``stored_form``'s, assembled)."""
         _clear_stored(doc, self.source)
         if self.store == "all":
             doc.user_data[KEY_LAYERS] = stored
@@ -110,7 +110,7 @@ class DocStore:
         """Annotate one doc from its ``(L+1, n, 2P)`` float32 layers and hold them for
         ``n_listeners`` reads (``layers_for_listener``): one per listener, and a component may
         have two (ELMo at its encoder's input and output)."""
-        stored = self.keep(layers)
+        stored = self.stored_form(layers)
         self.annotate(doc, stored)
         if n_listeners:
             # Listeners read the layers where the biLM left them (on a GPU: the device copy; only
@@ -124,7 +124,7 @@ def _clear_stored(doc: Doc, source: str) -> None:
     pending = _HELD.get(doc, {})
     pending.pop(source, None)
     previous = pending.get(doc.user_data.get(KEY_SOURCE))
-    if previous is not None and previous[0] is None:  # its listeners read the stored layers: keep them
+    if previous is not None and previous[0] is None:  # its listeners read the stored layers: hold them on
         previous[0] = doc.user_data.get(KEY_LAYERS)
     if not pending:
         _HELD.pop(doc, None)
@@ -176,7 +176,3 @@ def token_vectors(doc: Doc, start: int, end: int):
         return None
     weights = numpy.asarray(doc.user_data[KEY_TOKEN_MIX], dtype="float32")
     return numpy.tensordot(weights, layers[:, start:end].astype("float32", copy=False), axes=(0, 0))
-
-
-def _to_numpy(array):
-    return array.get() if hasattr(array, "get") else numpy.asarray(array)  # cupy -> numpy

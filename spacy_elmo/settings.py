@@ -60,18 +60,20 @@ def _kept_on_load(current: KeptOnLoad, value: Any, name: str, model) -> KeptOnLo
 class ElmoSettings(KeptOnLoad):
     """``precision``: "fp32" (exact), "int8" or "bf16" (inference only; see bilm/precision.py),
     checked for ``device``, where the biLM runs; ``max_segment_length``: the biLM's window;
-    ``cache_size_mb``: memory for cached biLM outputs (0: none); ``store``, ``store_dtype``,
+    ``cache_size_mb``: memory for cached biLM outputs (0: none; a bare biLM model,
+    ``layers.bilm_layer.build_bilm_model``, asks for none); ``store``, ``store_dtype``,
     ``token_mix``: what the Doc keeps (``doc_data.DocStore``); ``vector_hooks``: whether spaCy's
     ``.vector``/``.similarity`` give the stored token mix (``pipeline/extensions.py``)."""
 
-    precision: str = "fp32"
-    device: str = "cpu"
-    max_segment_length: int = DEFAULT_MAX_SEGMENT_LENGTH
-    cache_size_mb: float = 0.0
+    # In the order the component's config lists them.
     store: str = "all"
     store_dtype: str = "float32"
     token_mix: Optional[Tuple[float, ...]] = None
+    cache_size_mb: float = 1024
+    precision: str = "fp32"
     vector_hooks: bool = True
+    device: str = "cpu"
+    max_segment_length: int = DEFAULT_MAX_SEGMENT_LENGTH
 
     @functools.cached_property
     def kernel_precision(self) -> Precision:
@@ -107,7 +109,8 @@ class ElmoSettings(KeptOnLoad):
             raise ElmoError(f"max_segment_length must be an integer >= 1, got {length!r}")
 
     def component_cfg(self) -> Dict[str, Any]:
-        """The component's own settings, as its factory names them (its ``cfg``)."""
+        """The component's own settings, as its factory names them (its ``cfg``); those of
+        ``ElmoSettings()`` are its defaults (``pipeline.elmo.DEFAULT_SETTINGS``)."""
         cfg = asdict(self)
         for name in ("device", "max_segment_length"):  # where the biLM runs; the model config's
             del cfg[name]

@@ -1,7 +1,7 @@
 """No per-batch copy to the host in the prediction path (on a GPU each is a sync and a transfer).
 
 A source check: every call of ``.cpu()``, ``.numpy()``, ``.tolist()``, ``.item()``, ``float()``
-or ``_to_numpy()`` inside the modules a prediction batch runs through must be in a function
+or thinc's ``to_numpy()`` inside the modules a prediction batch runs through must be in a function
 of the allow-list below, each with its reason.
 """
 
@@ -20,6 +20,7 @@ HOT_MODULES = (
     "layers/bilm_layer.py",
     "layers/bilm_shim.py",
     "layers/bilm_output_cache.py",
+    "bounded_lru.py",
     "doc_data.py",
     "layers/listener.py",
     "layers/scalar_mix.py",
@@ -27,7 +28,7 @@ HOT_MODULES = (
     "pipeline/elmo.py",
 )
 HOST_METHODS = {"cpu", "numpy", "tolist", "item"}
-HOST_FUNCTIONS = {"float", "_to_numpy", "host_array"}
+HOST_FUNCTIONS = {"float", "to_numpy", "host_array"}
 # (module, function): why a host copy is right there.
 ALLOWED: Dict[Tuple[str, str], str] = {
     ("bilm/elmo_bilm.py", "export_states"): "checkpoints, not prediction",
@@ -41,7 +42,7 @@ ALLOWED: Dict[Tuple[str, str], str] = {
         "_convolve_by_length",
     ): "every chunk's width in one copy per call (slicing needs host sizes)",
     ("bilm/type_cache.py", "_row_keys"): "keys from the host ids (a no-op copy for them)",
-    ("doc_data.py", "keep"): "what the Doc stores lives on the host (the mix reduced on the device first)",
+    ("doc_data.py", "stored_form"): "what the Doc stores lives on the host (the mix reduced on the device first)",
     ("doc_data.py", "token_mix_weights"): "Python config floats",
     ("layers/listener.py", "learned_mix"): "a report of the learned weights, not prediction",
     ("layers/listener.py", "accumulate"): "the loss figure spaCy logs, once per training batch",

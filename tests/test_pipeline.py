@@ -128,15 +128,15 @@ def test_long_doc_runs_in_overlapping_windows(weight_files, reference):
     assert doc._.elmo_layers.shape == (3, 1000, 16)
     windows = strided_windows(0, 1000, 40)
     assert [w.end - w.start for w in windows] == [40] * len(windows) and windows[0].start == 0
-    assert sum(w.keep_end - w.keep_start for w in windows) == 1000  # every token kept once
+    assert sum(w.own_end - w.own_start for w in windows) == 1000  # every token kept once
     for w in windows:
         # Each token has its window's vectors, and sits at least a quarter window from its inner edges.
-        expected = reference.embed_batch([words[w.start : w.end]])[0][:, w.keep_start - w.start : w.keep_end - w.start]
-        numpy.testing.assert_allclose(doc._.elmo_layers[:, w.keep_start : w.keep_end], expected, atol=1e-4)
+        expected = reference.embed_batch([words[w.start : w.end]])[0][:, w.own_start - w.start : w.own_end - w.start]
+        numpy.testing.assert_allclose(doc._.elmo_layers[:, w.own_start : w.own_end], expected, atol=1e-4)
         if w.start > 0:
-            assert w.keep_start - w.start >= 10
+            assert w.own_start - w.start >= 10
         if w.end < 1000:
-            assert w.end - w.keep_end >= 10
+            assert w.end - w.own_end >= 10
 
 
 def test_a_window_of_no_tokens_is_refused_naming_max_length():

@@ -422,10 +422,10 @@ class ElmoBiLM(nn.Module):
         pieces = self._embed([s[w.start : w.end] for s, ws in zip(sentences, windows) for w in ws], stateful=False)
         results, taken = [], 0
         for sentence, ws in zip(sentences, windows):
-            kept = [w.kept(piece) for piece, w in zip(pieces[taken:], ws)]
+            owned = [w.owned(piece) for piece, w in zip(pieces[taken:], ws)]
             taken += len(ws)
             empty = numpy.zeros((self.n_output_layers, 0, self.output_dim), dtype=numpy.float32)
-            results.append(numpy.concatenate(kept, axis=1) if kept else empty)
+            results.append(numpy.concatenate(owned, axis=1) if owned else empty)
         return results
 
 

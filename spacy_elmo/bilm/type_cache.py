@@ -7,13 +7,13 @@ encoded before. Entries are dropped whenever the encoder's weights or
 precision change.
 """
 
-from collections import OrderedDict
 from typing import Callable, Dict, Hashable, List, Optional, cast
 
 import numpy
 import torch
 from torch import Tensor
 
+from ..bounded_lru import BoundedLru
 from ..errors import ElmoError
 
 # Types kept by default: 16,384 x 512 floats = 32 MB for the original size, 8 MB for the small one.
@@ -25,7 +25,7 @@ class TypeCache:
         if max_types < 0:
             raise ElmoError(f"the type cache size must be >= 0 types, got {max_types}")
         self.max_types = max_types
-        self._vectors: "OrderedDict[bytes, Tensor]" = OrderedDict()
+        self._vectors = BoundedLru(max_types)  # each type costs 1
         self._owner: Optional[Hashable] = None
         self.hits = 0
         self.misses = 0
@@ -66,12 +66,9 @@ class TypeCache:
         self.misses += len(missing)
         fresh = dict(zip(missing, encoder(_on(type_chars[missing], device)))) if missing else {}
         # A fresh vector gets its own storage (clone): an entry must not keep its batch alive.
-        vectors = [fresh[k].clone() if k in fresh else self._vectors[key] for k, key in enumerate(keys)]
-        for key, vector in zip(keys, vectors):
-            self._vectors[key] = vector
-            self._vectors.move_to_end(key)
-        while len(self._vectors) > self.max_types:
-            self._vectors.popitem(last=False)
+        vectors = [fresh[k].clone() if k in fresh else self._vectors.peek(key) for k, key in enumerate(keys)]
+        for key, vector in zip(keys, vectors):  # this batch's types, now the most recently used
+            self._vectors.put(key, vector)
         return torch.stack(vectors) if vectors else encoder(_on(type_chars, device))
 
 

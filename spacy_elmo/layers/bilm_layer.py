@@ -51,7 +51,7 @@ def build_bilm_model(
     )
 
     def at_model_precision(bilm: torch.nn.Module) -> None:
-        # A loaded biLM runs at this model's precision, a run-time choice a load keeps. A thinc
+        # A loaded biLM runs at this model's precision, a run-time choice a load leaves as it is. A thinc
         # copy of the model shares this function, so its loads follow the original's
         # precision: replace_listeners' copies have the same one. The one place a load applies it.
         if isinstance(bilm, ElmoBiLM):
@@ -183,13 +183,13 @@ def _require_bilm(model: BilmModel) -> ElmoBiLM:
     return bilm
 
 
-class Keep(Protocol):
-    """What a doc keeps of its layers, piece by piece (``doc_data.DocStore``): a ``(L+1, k,
+class StoredForm(Protocol):
+    """What a doc stores of its layers, piece by piece (``doc_data.DocStore``): a ``(L+1, k,
     2P)`` piece -> an array with the k tokens on ``token_axis`` (or None: nothing)."""
 
     token_axis: int
 
-    def keep(self, layers: Any) -> Any: ...
+    def stored_form(self, layers: Any) -> Any: ...
 
 
 def bilm_forward(model: BilmModel, docs: Sequence[Doc], is_train: bool) -> Tuple[List[Floats3d], Callable]:
@@ -198,13 +198,13 @@ def bilm_forward(model: BilmModel, docs: Sequence[Doc], is_train: bool) -> Tuple
     return predict_docs(model, docs), _no_gradient
 
 
-def predict_docs(model: BilmModel, docs: Sequence[Doc], keep: Optional[Keep] = None) -> List[Any]:
-    """The one prediction: each doc's ``(L+1, n, 2P)`` layers, or what ``keep`` keeps of them,
-    assembled as its segments stream out of the biLM. With a ``keep`` no doc's float32 layers
-    exist whole: memory is the kept results, one batch, and what the cache is allowed."""
+def predict_docs(model: BilmModel, docs: Sequence[Doc], store: Optional[StoredForm] = None) -> List[Any]:
+    """The one prediction: each doc's ``(L+1, n, 2P)`` layers, or their stored form (``store``),
+    assembled as its segments stream out of the biLM. With a ``store`` no doc's float32 layers
+    exist whole: memory is the stored forms, one batch, and what the cache is allowed."""
     bilm = _require_bilm(model)
     segments, texts = batch_segments(docs, model.attrs["settings"].max_segment_length)
-    return assemble(model, docs, _predicted_segments(model, bilm, segments, texts), keep)
+    return assemble(model, docs, _predicted_segments(model, bilm, segments, texts), store)
 
 
 def _predicted_segments(
@@ -233,31 +233,31 @@ def _predicted_segments(
 
 
 def assemble(
-    model: BilmModel, docs: Sequence[Doc], outputs: Iterable[Tuple[Segment, Any]], keep: Optional[Keep] = None
+    model: BilmModel, docs: Sequence[Doc], outputs: Iterable[Tuple[Segment, Any]], store: Optional[StoredForm] = None
 ) -> List[Any]:
-    """The one segment-to-doc assembler: each doc's layers (or what ``keep`` keeps of them),
-    its segments' kept tokens placed as they arrive. A doc in one segment is that segment's
-    output, uncopied; an empty doc gets ``(L+1, 0, 2P)`` zeros (or what ``keep`` makes of them)."""
+    """The one segment-to-doc assembler: each doc's layers (or their stored form, ``store``),
+    its segments' own tokens placed as they arrive. A doc in one segment is that segment's
+    output, uncopied; an empty doc gets ``(L+1, 0, 2P)`` zeros (or their stored form)."""
     results: List[Any] = [None] * len(docs)
-    token_axis = 1 if keep is None else keep.token_axis
+    token_axis = 1 if store is None else store.token_axis
     for (index, window), output in outputs:
-        piece = window.kept(output)
-        if keep is not None:
-            piece = keep.keep(piece)
+        piece = window.owned(output)
+        if store is not None:
+            piece = store.stored_form(piece)
             if piece is None:
                 continue
         n_tokens = len(docs[index])
-        if window.keep_start == 0 and window.keep_end == n_tokens:
+        if window.own_start == 0 and window.own_end == n_tokens:
             results[index] = piece  # the whole doc in one segment: no copy
             continue
         whole = results[index]
         if whole is None:
             shape = piece.shape[:token_axis] + (n_tokens,) + piece.shape[token_axis + 1 :]
             whole = results[index] = get_array_module(piece).zeros(shape, dtype=piece.dtype)
-        whole[(slice(None),) * token_axis + (slice(window.keep_start, window.keep_end),)] = piece
+        whole[(slice(None),) * token_axis + (slice(window.own_start, window.own_end),)] = piece
     if any(result is None for result in results):
         empty = _zero_layers(model, 0)
-        empty = empty if keep is None else keep.keep(empty)
+        empty = empty if store is None else store.stored_form(empty)
         results = [empty if result is None else result for result in results]
     return results
 
@@ -303,15 +303,15 @@ def _forward_with_gradients(model: BilmModel, docs: Sequence[Doc]) -> Tuple[List
 def _batch_backprop(
     model: BilmModel, batch: IdsBatch, segments: List[Segment], shape, dtype, backprop_layers: Callable
 ) -> Callable[[List[Floats3d]], None]:
-    """One batch's share of the docs' gradient, placed where its segments' kept tokens sat."""
+    """One batch's share of the docs' gradient, placed where its segments' own tokens sat."""
 
     def backprop(d_docs: List[Floats3d]) -> None:
         d_layers = model.ops.alloc(shape, dtype=dtype)
         for row, k in enumerate(batch.rows):
             index, window = segments[k]
-            first = 1 + window.keep_start - window.start  # position 0 is the <S> boundary
-            d_layers[:, row, first : first + window.keep_end - window.keep_start] = d_docs[index][
-                :, window.keep_start : window.keep_end
+            first = 1 + window.own_start - window.start  # position 0 is the <S> boundary
+            d_layers[:, row, first : first + window.own_end - window.own_start] = d_docs[index][
+                :, window.own_start : window.own_end
             ]
         backprop_layers(d_layers)
 

@@ -7,11 +7,12 @@ on a GPU the cache is GPU memory (``cache_size_mb`` of it), and since a cupy
 array cannot be made read-only, its entries are copied in and out.
 """
 
-from collections import OrderedDict
+from operator import attrgetter
 from typing import Any, Hashable, Optional
 
 import numpy
 
+from ..bounded_lru import BoundedLru
 from ..settings import KeptOnLoad
 
 
@@ -20,12 +21,12 @@ class LayerCache(KeptOnLoad):
 
     def __init__(self, max_mb: float = 0.0) -> None:
         self.max_bytes = int(max_mb * 2**20)
-        self._entries: "OrderedDict[Hashable, Any]" = OrderedDict()
-        self._nbytes = 0
+        # Each entry costs its bytes (numpy's and cupy's nbytes: an int); attrgetter, not a
+        # function of this file, so the LRU never calls back into it.
+        self._entries = BoundedLru(self.max_bytes, cost=attrgetter("nbytes"))
         self._weights_key: Optional[Hashable] = None
         self.hits = 0
         self.misses = 0
-        self.evictions = 0  # entries dropped for room (a cache smaller than what it is asked to keep)
 
     def __deepcopy__(self, memo) -> "LayerCache":
         # Copies of a model (e.g. nlp.replace_listeners) start with an empty cache.
@@ -36,7 +37,12 @@ class LayerCache(KeptOnLoad):
 
     @property
     def nbytes(self) -> int:
-        return self._nbytes
+        return self._entries.total
+
+    @property
+    def evictions(self) -> int:
+        """Entries dropped for room (a cache smaller than what it is asked to keep)."""
+        return self._entries.evictions
 
     def check_weights(self, weights_key: Hashable) -> None:
         """Drop everything if the weights changed since the entries were made."""
@@ -49,7 +55,6 @@ class LayerCache(KeptOnLoad):
         if value is None:
             self.misses += 1
             return None
-        self._entries.move_to_end(key)
         self.hits += 1
         # A GPU array is handed out as a copy (a device-to-device copy): a caller that
         # writes into it must not change the cached entry.
@@ -63,16 +68,10 @@ class LayerCache(KeptOnLoad):
             value.flags.writeable = False  # shared by every later lookup
         else:  # a GPU array cannot be made read-only: the cache keeps its own copy
             value = value.copy()
-        self._entries[key] = value
-        self._nbytes += size
-        while self._nbytes > self.max_bytes:
-            _, evicted = self._entries.popitem(last=False)
-            self._nbytes -= int(evicted.nbytes)
-            self.evictions += 1
+        self._entries.put(key, value)
 
     def clear(self) -> None:
         self._entries.clear()
-        self._nbytes = 0
 
     def on_load(self) -> None:
         self.clear()

@@ -4,7 +4,7 @@ The biLM was trained on sentences; running it per sentence keeps memory
 bounded on long documents and makes each token's vectors depend only on its
 own segment, which is what makes the output cacheable. A run longer than
 ``max_length`` (a doc without sentence boundaries, an overlong sentence) goes
-in overlapping windows, each token keeping the vectors of the window it is
+in overlapping windows, each token taking its vectors from the window it is
 most central in (``bilm.windows``).
 """
 
@@ -17,7 +17,7 @@ from ..bilm.windows import Window, strided_windows
 
 class Segment(NamedTuple):
     doc: int  # index of the doc in the batch
-    window: Window  # tokens the biLM runs on, and those that keep its output
+    window: Window  # tokens the biLM runs on, and its own tokens, which take its output
 
 
 def doc_segments(doc: Doc, max_length: int) -> List[Window]:

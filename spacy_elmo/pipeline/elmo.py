@@ -54,15 +54,8 @@ max_segment_length = {DEFAULT_MAX_SEGMENT_LENGTH}
 """
 )["model"]
 
-# The component's settings (its cfg) and their defaults: the factory's and the class's.
-DEFAULT_SETTINGS: Dict[str, Any] = {
-    "store": "all",
-    "store_dtype": "float32",
-    "token_mix": None,
-    "cache_size_mb": 1024,
-    "precision": "fp32",
-    "vector_hooks": True,
-}
+# The component's settings (its cfg) and their defaults, the factory's and the class's: ElmoSettings' own.
+DEFAULT_SETTINGS: Dict[str, Any] = ElmoSettings().component_cfg()
 
 
 @Language.factory(

@@ -323,7 +323,12 @@ def _same_setting(section: str, a: Any, b: Any) -> bool:
 @dataclass
 class Schedule:
     """Linear warm-up, constant, then (with cooldown_steps) a linear decay towards 0
-    over the last cooldown_steps steps before max_steps: warmup-stable-decay."""
+    over the last cooldown_steps steps before max_steps: warmup-stable-decay.
+
+    Ours, not ``torch.optim.lr_scheduler.LambdaLR`` (which would compute the same
+    ``learn_rate * factor``): here the rate is a pure function of the run's step, so a resume
+    restores it from the checkpoint's step alone and ``schedule_change_error`` reasons about
+    the same object, where LambdaLR keeps a step counter of its own to save and keep equal."""
 
     learn_rate: float
     warmup_steps: int
