@@ -268,6 +268,29 @@ def test_spacy_debug_config_accepts_every_shipped_task_config(corpus, config):
     assert "Config is valid" in proc.stdout and "✘" not in proc.stdout
 
 
+def test_spacy_init_fill_config_adds_nothing_to_any_shipped_task_config(tmp_path):
+    """docs/training.md calls every config complete: spaCy's fill-config (run in-process, as its CLI
+    does) fills no setting into any of them (it once added the elmo component's precision and
+    vector_hooks). Compared as configs: fill-config also moves sections, which changes no setting."""
+    from spacy.cli.init_config import fill_config
+
+    filled_by = {}
+    for config in TASK_CONFIGS:
+        before, after = fill_config(tmp_path / "filled.cfg", CONFIGS / config, silent=True)
+        if before != after:
+            filled_by[config] = sorted(set(_settings(after)) - set(_settings(before)))
+    assert not filled_by
+
+
+def _settings(config, prefix=""):
+    """Every setting of a config as "section.key = value" lines."""
+    for key, value in config.items():
+        if isinstance(value, dict):
+            yield from _settings(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key} = {value!r}"
+
+
 def train_file(config: str) -> str:
     return "multi.spacy" if "multilabel" in config else "cats.spacy" if "textcat" in config else "ner.spacy"
 
