@@ -745,3 +745,15 @@ def test_a_docbin_keeps_the_mix_but_not_the_hooks_which_add_vector_hooks_restore
     assert back.similarity(doc) == pytest.approx(1.0, rel=1e-6)
     with pytest.raises(ElmoError, match="carries no ELMo vectors"):
         add_vector_hooks(nlp.make_doc("no elmo here"))
+
+
+def test_doc_from_docs_drops_the_elmo_data_and_the_component_gives_the_joined_doc_its_own(weight_files):
+    """docs/component.md: spaCy's Doc.from_docs keeps only per-token and per-span extension
+    values (W102 for the rest), so the joined doc has no ELMo; running elmo on it gives it layers."""
+    nlp = make_nlp(weight_files)
+    docs = [nlp(text) for text in ("Alice visited Berlin .", "Bob stayed .")]
+    with pytest.warns(UserWarning, match="W102"):
+        joined = Doc.from_docs(docs)
+    assert joined._.elmo_layers is None and joined[0]._.elmo is None
+    layers = nlp.get_pipe("elmo")(joined)._.elmo_layers
+    assert layers.shape[1] == len(joined) == 7
