@@ -312,20 +312,21 @@ class ElmoComponent(TrainablePipe):
     # exist at once.
     def predict(self, docs: Sequence[Doc]) -> List[Any]:
         """Each doc's ``(L+1, n, 2P)`` layers when listeners read them, else its stored form;
-        the store and its readers, looked up once per batch, travel with them (``Predictions``)."""
+        the store and whether listeners read them, looked up once per batch, travel with them
+        (``Predictions``)."""
         self._ensure_weights()
-        store, readers = self._doc_store(), self._readers()
-        outputs = predict_docs(self.model, list(docs), None if readers else store)
-        return Predictions(outputs, store, readers)
+        store, read = self._doc_store(), self._read_by_listeners()
+        outputs = predict_docs(self.model, list(docs), None if read else store)
+        return Predictions(outputs, store, read)
 
     def set_annotations(self, docs: Sequence[Doc], predictions: List[Any]) -> None:
         if isinstance(predictions, Predictions):  # predict's: annotate as it decided
-            store, readers = predictions.store, predictions.readers
+            store, read = predictions.store, predictions.read_by_listeners
         else:  # a caller's own list of layers
-            store, readers = self._doc_store(), self._readers()
+            store, read = self._doc_store(), self._read_by_listeners()
         for doc, prediction in zip(docs, predictions):
-            if readers:
-                store.annotate_for_listeners(doc, prediction, readers)
+            if read:
+                store.annotate_for_listeners(doc, prediction)
             else:
                 store.annotate(doc, prediction)
         self._add_vector_hooks(docs)
@@ -347,10 +348,10 @@ class ElmoComponent(TrainablePipe):
             for doc in docs:
                 add_vector_hooks(doc)
 
-    def _readers(self) -> int:
-        """How many listeners read this component's layers from a doc: a "*" listener that
+    def _read_by_listeners(self) -> bool:
+        """Whether a listener reads this component's layers from a doc: a "*" listener that
         two elmo components link reads the later one's (name_listener), so the earlier holds none for it."""
-        return sum(1 for listener in self.listeners if listener.attrs.get("producer") == self.name)
+        return any(listener.attrs.get("producer") == self.name for listener in self.listeners)
 
     def update(
         self,
@@ -392,12 +393,12 @@ class ElmoComponent(TrainablePipe):
 
 
 class Predictions(list):
-    """``predict``'s outputs, one per doc, with what made them: the doc store and how many
+    """``predict``'s outputs, one per doc, with what made them: the doc store and whether
     listeners read the layers, so ``set_annotations`` stores them as ``predict`` chose."""
 
-    def __init__(self, outputs: List[Any], store: DocStore, readers: int) -> None:
+    def __init__(self, outputs: List[Any], store: DocStore, read_by_listeners: bool) -> None:
         super().__init__(outputs)
-        self.store, self.readers = store, readers
+        self.store, self.read_by_listeners = store, read_by_listeners
 
 
 def check_upstream_names(nlp: Language) -> None:
