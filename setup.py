@@ -17,7 +17,8 @@ setup(
     # as one so that setuptools keeps shipping it (older versions only warn when it is not).
     packages=find_packages(include=["spacy_elmo", "spacy_elmo.*"]) + ["spacy_elmo.data.default_bilm"],
     include_package_data=True,
-    package_data={"spacy_elmo": ["py.typed"], "spacy_elmo.data.default_bilm": ["*.json", "*.hdf5", "*.txt"]},
+    # NOTICE.md: which texts the bundled biLM learned from, under which terms.
+    package_data={"spacy_elmo": ["py.typed"], "spacy_elmo.data.default_bilm": ["*.json", "*.hdf5", "*.txt", "*.md"]},
     # torch is pinned by the Makefile before this installs (pip would otherwise
     # resolve a range to the newest CUDA build). The floor is the newest torch API
     # the code calls (tests/test_torch_floor.py lists them): 2.4's
