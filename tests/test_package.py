@@ -1,6 +1,6 @@
 """The package as a registry would get it: the sdist and wheel built from this checkout ship the
-LICENSE, the bundled biLM with its notice and py.typed, and no path of the machine that built or
-trained them."""
+LICENSE, the bundled biLM with its notice and py.typed, no path of the machine that built or trained
+them, and only the component's requirements."""
 
 import re
 import shutil
@@ -9,7 +9,7 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -27,6 +27,8 @@ MACHINE_PATH = re.compile(
 WORKBENCH = re.compile(
     r"(^|/)(tests?|reports|runs|benchmarks|scripts|configs|assets|corpus|metrics)/|^training/|\.(pt|spacy|png)$"
 )
+# What the component needs at run time (setup.py's install_requires, by name).
+RUNTIME_REQUIREMENTS = {"torch", "spacy", "thinc", "numpy", "confection", "srsly", "typer", "h5py", "tqdm"}
 
 
 def source_files() -> List[str]:
@@ -112,3 +114,41 @@ def test_the_wheel_holds_the_biLM_its_notice_py_typed_and_the_licence_and_nothin
         assert f"spacy_elmo-{__version__}/LICENSE" in tf.getnames()
     licence = (REPO / "LICENSE").read_text(encoding="utf8")
     assert licence.startswith("MIT License") and "the spacy-elmo authors" in licence
+
+
+def requirements(wheel: Path) -> Dict[str, List[str]]:
+    """The wheel's Requires-Dist, by extra ("" for the install requirements)."""
+    with zipfile.ZipFile(wheel) as zf:
+        metadata = zf.read(f"spacy_elmo-{__version__}.dist-info/METADATA").decode("utf8")
+    by_extra: Dict[str, List[str]] = {}
+    for line in metadata.splitlines():
+        if line.startswith("Requires-Dist: "):
+            requirement = line[len("Requires-Dist: ") :]
+            extra = re.search(r"""extra\s*==\s*["']([\w-]+)["']""", requirement)
+            name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()  # type: ignore[union-attr]
+            by_extra.setdefault(extra.group(1) if extra else "", []).append(name)
+    return by_extra
+
+
+def test_the_wheel_requires_only_what_the_component_needs(dists):
+    """matplotlib (plots of the project's reports and of pretraining) is the `project` extra's."""
+    by_extra = requirements(dists[1])
+    assert set(by_extra[""]) == RUNTIME_REQUIREMENTS
+    assert "matplotlib" in by_extra["project"]
+
+
+def test_pretraining_without_matplotlib_skips_its_plot_with_one_warning(monkeypatch, tmp_path):
+    from spacy_elmo.pretrain import outputs
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    outputs.warn_no_matplotlib.cache_clear()
+    records = [{"step": 1, "loss": 5.0}, {"step": 2, "loss": 4.0, "dev_perplexity": 50.0}]
+    png = tmp_path / outputs.CURVE_NAME
+    with pytest.warns(UserWarning) as caught:
+        outputs.plot_curve(records, png)
+        outputs.plot_curve(records, png)  # a later checkpoint: no second warning
+    assert [str(w.message) for w in caught if "matplotlib" in str(w.message)] == [
+        f"matplotlib is not installed, so pretraining writes no {outputs.CURVE_NAME} (metrics.jsonl has the "
+        'same figures); pip install "spacy-elmo[project]" adds it'
+    ]
+    assert not png.exists()
