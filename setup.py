@@ -53,6 +53,10 @@ setup(
             "mypy==2.4.1; python_version >= '3.10'",
             "elmoformanylangs==0.0.4.post2",
             "overrides==3.1.0",
+            # tests/test_package.py: the sdist and wheel as a registry gets them (`python -m build`,
+            # `twine check`).
+            "build==1.6.1",
+            "twine==7.0.0",
         ],
         # benchmarks/bench_pipelines.py's transformer row only: spaCy's own transformer
         # pipeline (roberta-base's architecture, random weights) and GPT-2's byte-level

@@ -1,12 +1,20 @@
 """The package as a registry would get it: the sdist and wheel built from this checkout ship the
 LICENSE, the bundled biLM with its notice and py.typed, no path of the machine that built or trained
-them, and only the component's requirements."""
+them, and only the component's requirements; the CHANGELOG names this version; the spaCy Universe
+entry's example runs offline. Slow: `python -m build` and `twine check`, then the wheel installed
+without extras into a fresh virtual environment, where the README's quickstart, `embed --help` and
+a part of this suite run against the installed package, not the checkout."""
 
+import json
+import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
+import textwrap
+import venv
 import zipfile
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
@@ -29,6 +37,9 @@ WORKBENCH = re.compile(
 )
 # What the component needs at run time (setup.py's install_requires, by name).
 RUNTIME_REQUIREMENTS = {"torch", "spacy", "thinc", "numpy", "confection", "srsly", "typer", "h5py", "tqdm"}
+# The part of the suite the slow test runs against the installed package: the bundled biLM, the
+# component with its saved form, the listener's mix, the char ids.
+INSTALLED_SUITE = ["test_default_bilm.py", "test_pipeline.py", "test_scalar_mix.py", "test_char_ids.py"]
 
 
 def source_files() -> List[str]:
@@ -135,6 +146,7 @@ def test_the_wheel_requires_only_what_the_component_needs(dists):
     by_extra = requirements(dists[1])
     assert set(by_extra[""]) == RUNTIME_REQUIREMENTS
     assert "matplotlib" in by_extra["project"]
+    assert {"build", "twine"} <= set(by_extra["test"])
 
 
 def test_pretraining_without_matplotlib_skips_its_plot_with_one_warning(monkeypatch, tmp_path):
@@ -152,3 +164,120 @@ def test_pretraining_without_matplotlib_skips_its_plot_with_one_warning(monkeypa
         'same figures); pip install "spacy-elmo[project]" adds it'
     ]
     assert not png.exists()
+
+
+def test_the_readme_installs_this_version_and_gives_the_wheel_size(dists):
+    """README's install section: the published form, and today's wheel by its file name and size."""
+    readme = (REPO / "README.md").read_text(encoding="utf8")
+    wheel = dists[1]
+    assert "pip install spacy-elmo " in readme and f"pip install dist/{wheel.name}" in readme
+    assert f"the wheel, {wheel.stat().st_size / 1e6:.1f} MB" in readme
+
+
+def test_the_changelog_starts_with_this_version():
+    headings = re.findall(r"^## (\S+)", (REPO / "CHANGELOG.md").read_text(encoding="utf8"), flags=re.M)
+    assert headings and headings[0] == __version__
+
+
+# The Universe's fields (spaCy's website/UNIVERSE.md) and its categories for projects.
+UNIVERSE_FIELDS = {"id", "title", "slogan", "description", "pip", "code_example", "author", "category", "tags"}
+UNIVERSE_CATEGORIES = {
+    "pipeline",
+    "training",
+    "conversational",
+    "research",
+    "scientific",
+    "visualizers",
+    "apis",
+    "nonpython",
+    "standalone",
+    "models",
+}
+
+
+def universe_entry() -> dict:
+    return json.loads((REPO / "universe.json").read_text(encoding="utf8"))
+
+
+def test_the_universe_entry_has_the_universe_fields():
+    entry = universe_entry()
+    assert UNIVERSE_FIELDS <= set(entry)
+    assert entry["pip"] == "spacy-elmo" and entry["code_language"] == "python"
+    assert set(entry["category"]) <= UNIVERSE_CATEGORIES and entry["category"]
+    assert all(isinstance(line, str) for line in entry["code_example"]) and all(entry[f] for f in UNIVERSE_FIELDS)
+
+
+def test_the_universe_code_example_runs_offline(monkeypatch, capsys):
+    """The example as the Universe page shows it, with every network connection refused."""
+
+    def refuse(*args, **kwargs):
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    namespace: dict = {}
+    exec(compile("\n".join(universe_entry()["code_example"]), "universe.json", "exec"), namespace)
+    doc = namespace["doc"]
+    assert doc._.elmo_layers.shape == (3, len(doc), 512)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"(3, {len(doc)}, 512)"
+
+
+def readme_quickstart() -> str:
+    """The README's Quickstart Python block, as a user would paste it."""
+    readme = (REPO / "README.md").read_text(encoding="utf8")
+    section = readme.split("## Quickstart", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)  # type: ignore[union-attr]
+
+
+def run(args: List[str], cwd: Path, timeout: float = 1200) -> str:
+    """`args` run without PYTHONPATH, which would put a checkout before the installed package."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{args}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_the_built_wheel_installs_without_extras_and_runs_as_the_readme_says(tmp_path_factory):
+    """Built as a registry gets it; installed alone (torch 2.13.0 first, then the wheel: its requirements
+    come from the package index); run outside the checkout, so `import spacy_elmo` finds the installed copy."""
+    work = tmp_path_factory.mktemp("wheel")
+    src = copy_sources(work / "src")
+    run([sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(work / "dist"), str(src)], cwd=work)
+    sdist, wheel = built(work / "dist")
+    run([sys.executable, "-m", "twine", "check", "--strict", str(sdist), str(wheel)], cwd=work)
+    venv.create(work / "venv", with_pip=True)
+    python = str(work / "venv" / "bin" / "python")
+    run([python, "-m", "pip", "install", "--quiet", "torch==2.13.0"], cwd=work)
+    run([python, "-m", "pip", "install", "--quiet", str(wheel)], cwd=work)
+    run([python, "-m", "pip", "check"], cwd=work)
+    installed = run([python, "-c", "import spacy_elmo; print(spacy_elmo.__file__)"], cwd=work)
+    assert "site-packages" in installed and str(REPO) not in installed
+    (work / "quickstart.py").write_text(
+        readme_quickstart() + "\nassert doc._.elmo_layers.shape == (3, len(doc), 512)\n", encoding="utf8"
+    )
+    run([python, "quickstart.py"], cwd=work)
+    assert "Usage" in run([python, "-m", "spacy_elmo", "embed", "--help"], cwd=work)
+    assert run([python, "-c", "import importlib.util as u; print(u.find_spec('matplotlib'))"], cwd=work) == "None\n"
+    # A part of the suite, copied out of the checkout (with its data, pytest.ini and the benchmarks
+    # two tests import), against the installed package.
+    shutil.copytree(REPO / "tests", work / "tests", ignore=shutil.ignore_patterns("project", "__pycache__"))
+    shutil.copytree(REPO / "benchmarks", work / "benchmarks", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pytest.ini", work / "pytest.ini")
+    with (work / "tests" / "conftest.py").open("a", encoding="utf8") as conftest:
+        conftest.write(
+            textwrap.dedent(
+                """
+
+                def pytest_sessionstart(session):
+                    import spacy_elmo
+
+                    assert "site-packages" in spacy_elmo.__file__, spacy_elmo.__file__
+                """
+            )
+        )
+    run([python, "-m", "pip", "install", "--quiet", "pytest>=7"], cwd=work)
+    out = run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *[f"tests/{n}" for n in INSTALLED_SUITE]], cwd=work
+    )
+    assert re.search(r"\d+ passed", out) and "failed" not in out
