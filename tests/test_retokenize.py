@@ -18,12 +18,17 @@ TEXT = "Alice visited Berlin and Bob in May ."  # 8 tokens; Berlin is token 2
 BERLIN = 2
 
 
-def annotated(store="all", dtype="float32", n_listeners=0):
-    """A doc of TEXT with random (3, 8, 4) layers stored as ``store``; returns it and the layers."""
+def annotated(store="all", dtype="float32", listeners=False):
+    """A doc of TEXT with random (3, 8, 4) layers stored as ``store`` (and held for listeners);
+    returns it and the layers."""
     install_extensions()
     doc = spacy.blank("en")(TEXT)
     layers = numpy.random.default_rng(0).normal(size=(3, len(doc), 4)).astype("float32")
-    DocStore("elmo", store, dtype, [0.2, 0.3, 0.5]).annotate_for_listeners(doc, layers, n_listeners)
+    doc_store = DocStore("elmo", store, dtype, [0.2, 0.3, 0.5])
+    if listeners:
+        doc_store.annotate_for_listeners(doc, layers)
+    else:
+        doc_store.annotate(doc, doc_store.keep(layers))
     return doc, layers
 
 
@@ -99,7 +104,7 @@ def test_the_merge_entities_pipe_after_elmo_keeps_each_token_its_own_vector(weig
 
 
 def test_a_listener_after_a_retokenizer_reads_the_layers_of_the_tokens_the_doc_has():
-    doc, layers = annotated("none", n_listeners=1)
+    doc, layers = annotated("none", listeners=True)
     with doc.retokenize() as retokenizer:
         retokenizer.merge(doc[3:5])  # "and Bob"
     read = layers_for_listener(doc, "elmo")
@@ -107,7 +112,8 @@ def test_a_listener_after_a_retokenizer_reads_the_layers_of_the_tokens_the_doc_h
     numpy.testing.assert_array_equal(read[:, :3], layers[:, :3])
     numpy.testing.assert_allclose(read[:, 3], layers[:, 3:5].mean(axis=1), rtol=1e-6)
     numpy.testing.assert_array_equal(read[:, 4:], layers[:, 5:])
-    assert not held_for_listeners(doc)
+    numpy.testing.assert_array_equal(layers_for_listener(doc, "elmo"), read)  # read again: the same
+    assert held_for_listeners(doc)["elmo"].shape == (3, 7, 4)
     assert not [key for key, value in doc.user_data.items() if isinstance(value, numpy.ndarray)]  # store "none"
 
 
