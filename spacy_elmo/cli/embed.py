@@ -166,15 +166,20 @@ def source_files(source: Dict) -> Dict[str, Optional[Path]]:
 
 def tokenizer_files(spacy_tokenizer: Optional[str]) -> Dict[str, Optional[Path]]:
     """The files of the pipeline ``--spacy-tokenizer`` loads (a directory or an installed
-    package; a language code reads none), each named for the user: all of them, since
-    ``spacy.load`` reads its config, meta, tokenizer and vocabulary."""
+    package; a language code reads none, as ``make_tokenizer`` decides), each named for the
+    user: all of them, since ``spacy.load`` reads its config, meta, tokenizer and vocabulary."""
     if not spacy_tokenizer:
         return {}
+    from spacy.util import get_lang_class, get_package_path, is_package
+
+    try:
+        get_lang_class(spacy_tokenizer)
+        return {}
+    except (ImportError, KeyError, ValueError):
+        pass
     directory = Path(spacy_tokenizer)
     if not directory.is_dir():
-        from spacy.util import get_package_path, is_package
-
-        if not is_package(spacy_tokenizer):  # a language code (or nothing loadable: refused when loaded)
+        if not is_package(spacy_tokenizer):  # nothing loadable: refused when loaded
             return {}
         directory = get_package_path(spacy_tokenizer)
     owner = f"the --spacy-tokenizer pipeline {spacy_tokenizer}"
