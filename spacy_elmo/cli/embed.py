@@ -80,12 +80,10 @@ def make_tokenizer(spacy_tokenizer: Optional[str]) -> Callable[[str], List[str]]
     if not spacy_tokenizer:
         return str.split
     import spacy
-    from spacy.util import get_lang_class
 
-    try:
-        get_lang_class(spacy_tokenizer)
+    if is_language_code(spacy_tokenizer):
         nlp = spacy.blank(spacy_tokenizer)
-    except (ImportError, KeyError, ValueError):
+    else:
         try:
             nlp = spacy.load(spacy_tokenizer, exclude=["*"])
         except OSError as err:
@@ -95,6 +93,17 @@ def make_tokenizer(spacy_tokenizer: Optional[str]) -> Callable[[str], List[str]]
             ) from err
     tokenizer = nlp.tokenizer
     return lambda text: [t.text for t in tokenizer(text) if not t.text.isspace()]
+
+
+def is_language_code(spacy_tokenizer: str) -> bool:
+    """Whether ``--spacy-tokenizer`` names a language (a blank tokenizer), else a pipeline."""
+    from spacy.util import get_lang_class
+
+    try:
+        get_lang_class(spacy_tokenizer)
+    except (ImportError, KeyError, ValueError):
+        return False
+    return True
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int, stateful: bool) -> List[List[int]]:
@@ -168,15 +177,10 @@ def tokenizer_files(spacy_tokenizer: Optional[str]) -> Dict[str, Optional[Path]]
     """The files of the pipeline ``--spacy-tokenizer`` loads (a directory or an installed
     package; a language code reads none, as ``make_tokenizer`` decides), each named for the
     user: all of them, since ``spacy.load`` reads its config, meta, tokenizer and vocabulary."""
-    if not spacy_tokenizer:
+    if not spacy_tokenizer or is_language_code(spacy_tokenizer):
         return {}
-    from spacy.util import get_lang_class, get_package_path, is_package
+    from spacy.util import get_package_path, is_package
 
-    try:
-        get_lang_class(spacy_tokenizer)
-        return {}
-    except (ImportError, KeyError, ValueError):
-        pass
     directory = Path(spacy_tokenizer)
     if not directory.is_dir():
         if not is_package(spacy_tokenizer):  # nothing loadable: refused when loaded
