@@ -71,7 +71,10 @@ def test_a_bilm_dir_whose_name_is_not_utf8_is_refused_in_one_line(files, tmp_pat
     UnicodeEncodeError before the component exists), so embed refuses it too."""
     _, options, weights, text = files
     directory = os.fsdecode(os.fsencode(str(tmp_path)) + b"/bilm\xff")
-    os.mkdir(directory)
+    try:
+        os.mkdir(directory)
+    except OSError:  # a file system that takes UTF-8 names only (APFS)
+        pytest.skip("this file system refuses a name that is not UTF-8")
     for name in ("options.json", "weights.hdf5"):
         os.link(options.parent / name, os.path.join(directory, name))
     line = one_line_error(["embed", str(text), str(tmp_path / "o.hdf5"), "--bilm-dir", directory])
