@@ -9,7 +9,7 @@ Kept in ``doc.user_data`` as plain arrays:
   two elmo components, the later one's are what the doc shows);
 * ``tokens`` and an anchor: the tokens the arrays belong to (``doc_tokens``): after
   ``doc.retokenize()`` or ``span.as_doc()`` the arrays follow the tokens at the next read
-  (``follow_tokens``), or are dropped with one warning;
+  (``follow_tokens_of``), or are dropped with one warning;
 Held for the listeners, outside ``doc.user_data`` (``held_for_listeners``): per
 elmo component that has listeners, its full-precision layers for them when the
 stored form is not (float16, mix only, or nothing stored; None: the stored float32
