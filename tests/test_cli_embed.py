@@ -513,8 +513,8 @@ def test_an_existing_output_is_not_replaced_without_overwrite(files, monkeypatch
 
 
 def test_embed_windows_lines_as_the_component_does_by_default():
-    # The CLI may not import the layers (its --help stays free of torch), so the default is
-    # written twice; this keeps the two equal.
+    # The CLI may not import the layers (its --help stays free of torch): both take the default
+    # from spacy_elmo.defaults, which imports nothing; this keeps the two equal.
     import inspect
 
     from spacy_elmo.layers.bilm_layer import DEFAULT_MAX_SEGMENT_LENGTH

@@ -34,7 +34,7 @@ from .corpus import inputs_sha256
 from .data import read_data
 from .distributed import choose_device, choose_threads, setup_distributed
 from .evaluation import dev_nll, dev_record, held_out_figures, perplexity_of, unknown_rate_warning
-from .failures import Sitting, check_finite_loss, output_lock, prepare_output_dir, said_in_one_line
+from .failures import Sitting, check_finite_dev, check_finite_loss, output_lock, prepare_output_dir, said_in_one_line
 from .optim import make_optimizer
 from .optim import with_step_implementation as with_step_implementation  # re-exported: tests import it from here
 from .outputs import CONFIG_NAME, CURVE_NAME, METRICS_NAME, VOCAB_NAME, write_config
@@ -254,6 +254,13 @@ def evaluate(run: Run) -> Optional[Dict[str, float]]:
     return held_out_figures(kind, figures)
 
 
+def finite_evaluation(run: Run, learn_rate: float) -> Optional[Dict[str, float]]:
+    """``evaluate``, stopping the run (every process) where its figures are not finite."""
+    figures = evaluate(run)
+    check_finite_dev(run, figures, learn_rate)
+    return figures
+
+
 def checkpoint_due(run: Run) -> bool:
     t = run.training
     due = run.progress.step % t["checkpoint_every_steps"] == 0
@@ -320,12 +327,12 @@ def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str,
             record = log_metrics(run, learn_rate)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_sec']:.0f}")
         if step % t["eval_every_steps"] == 0 and step < t["max_steps"]:
-            last_dev = evaluate(run) or last_dev
+            last_dev = finite_evaluation(run, learn_rate) or last_dev
         if checkpoint_due(run) and step < t["max_steps"]:
             save(run)
     bar.close()
     if run.progress.step > start_step:  # else a finished run was re-run: nothing new to record
-        last_dev = evaluate(run) or last_dev
+        last_dev = finite_evaluation(run, learn_rate) or last_dev
         save(run)
     run.dist.barrier()
     return {
