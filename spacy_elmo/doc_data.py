@@ -31,7 +31,15 @@ import numpy
 from spacy.tokens import Doc
 from thinc.api import get_array_module
 
-from .doc_tokens import KEY_TOKENS, TokensChanged, follow_tokens, forget_tokens, record_tokens, token_spans
+from .doc_tokens import (
+    KEY_TOKENS,
+    TokensChanged,
+    follow_tokens,
+    forget_tokens,
+    record_tokens,
+    token_spans,
+    tokens_unchanged,
+)
 from .errors import ElmoError
 
 # Any: spaCy's stub types doc.user_data as Dict[str, Any], though spaCy keys it by tuples too.
@@ -214,7 +222,8 @@ def stored_layers(doc: Doc):
 
 def token_vectors(doc: Doc, start: int, end: int):
     """The token mix for tokens ``start:end`` as float32 ``(end - start, 2P)``, or None."""
-    follow_tokens_of(doc)
+    if not tokens_unchanged(doc, start, end):
+        follow_tokens_of(doc)
     mix = doc.user_data.get(KEY_MIX)
     if mix is not None:
         return mix[start:end].astype("float32", copy=False)

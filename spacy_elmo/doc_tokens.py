@@ -27,6 +27,8 @@ _BESIDE: "weakref.WeakKeyDictionary[Doc, numpy.ndarray]" = weakref.WeakKeyDictio
 ANCHOR_NAME = "spacy_elmo_text_start"
 # For each token the doc has now: the first and last recorded token it overlaps (inclusive).
 Spans = Tuple[numpy.ndarray, numpy.ndarray]
+# Above this many tokens a read maps the whole doc with numpy (faster than checking each in Python).
+_FEW_TOKENS = 64
 
 
 def token_offsets(doc: Doc) -> numpy.ndarray:
@@ -78,6 +80,23 @@ def token_spans(doc: Doc) -> Optional[Spans]:
     if (first > last).any():  # so first < len(recorded) and last >= 0
         raise TokensChanged("a token made of characters the stored tokens do not have")
     return first, last
+
+
+def tokens_unchanged(doc: Doc, start: int, end: int) -> bool:
+    """Whether the doc's tokens ``start:end`` are, row for row, the recorded ones (the same
+    characters): a read of those few tokens may then trust their rows without mapping the whole
+    doc (a merge or split elsewhere leaves them as they are), which keeps a loop over
+    ``token._.elmo`` linear. False where unsure (a long range, several anchors, no record): the
+    caller then follows the whole doc."""
+    recorded = doc.user_data.get(KEY_TOKENS)
+    if recorded is None or end - start > _FEW_TOKENS or end > len(recorded):
+        return False
+    anchors = _anchors(doc)
+    if len(anchors) != 1:
+        return False
+    rows = numpy.asarray(recorded[start:end], dtype="int64") + anchors[0][2]
+    now = [(token.idx, token.idx + len(token)) for token in doc[start:end]]
+    return rows.shape == (len(now), 2) and bool((rows == numpy.asarray(now, dtype="int64").reshape(-1, 2)).all())
 
 
 def follow_tokens(array, spans: Spans, axis: int):

@@ -126,3 +126,23 @@ def test_arrays_that_belong_to_another_text_are_dropped_with_one_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert other[0]._.elmo is None and other._.elmo_layers is None  # dropped: said once
+
+
+@pytest.mark.parametrize("store", ["all", "mix"])
+def test_reading_each_tokens_vector_maps_the_doc_once_not_once_a_token(store, monkeypatch):
+    """A loop over token._.elmo stays linear: a token whose characters are its recorded row's
+    reads that row without mapping the whole doc (which took one doc.to_array per token)."""
+    from spacy_elmo import doc_tokens
+
+    doc, layers = annotated(store)
+    calls = []
+    offsets = doc_tokens.token_offsets
+    monkeypatch.setattr(doc_tokens, "token_offsets", lambda d: calls.append(1) or offsets(d))
+    for token in doc:
+        numpy.testing.assert_allclose(token._.elmo, mix(layers, token.i, token.i + 1)[0], rtol=1e-6)
+    assert calls == []
+    with doc.retokenize() as retokenizer:
+        retokenizer.merge(doc[0:2])
+    vectors = [token._.elmo for token in doc]  # the first read after the merge maps the doc once
+    assert len(calls) == 2  # that one mapping: the doc's offsets read, then recorded anew
+    numpy.testing.assert_array_equal(vectors[1], mix(layers, 2, 3)[0])
