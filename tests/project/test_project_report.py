@@ -7,7 +7,8 @@ import pytest
 import srsly
 from experiment import training_summary
 from project_errors import ProjectDataError
-from report import investigation_lines, load_runs, load_speeds, markdown, pretrain_section
+from report_runs import load_runs
+from report_tables import investigation_lines, load_speeds, markdown, pretrain_section
 from search_table import adaptation_lines, search_lines
 
 from spacy_elmo.errors import ElmoOptionsError
@@ -103,7 +104,7 @@ def test_a_warm_started_biLM_counts_the_tokens_of_every_stretch(tmp_path):
 
 def test_the_probe_table_comes_into_results_md_under_its_own_heading(tmp_path):
     import probe
-    from report import other_sections
+    from report_tables import other_sections
 
     results = {"POS accuracy (Brown)": {"biLM: layer 0 (char CNN)": 0.9}}
     probed = "The biLM probed: `bilm`: 0.1M parameters, 2P = 16."
@@ -239,7 +240,7 @@ def target(lines, start):
 
 
 def test_the_level_target_says_by_how_much_it_is_missed_and_the_stretch():
-    import report
+    import report_runs
 
     lines = {}
     for f1 in (0.8840, 0.8950, 0.9020):
@@ -247,7 +248,7 @@ def test_the_level_target_says_by_how_much_it_is_missed_and_the_stretch():
             "ner_vectors_acc": three_seeds(0.8600, 0.88, "configs/search/ner_vectors_bilstm.cfg"),
             "ner_vectors_elmo_acc": three_seeds(f1, 0.90, "configs/search/ner_vectors_elmo_bilstm.cfg"),
         }
-        lines[f1] = report.target_lines(report.summarize(runs))
+        lines[f1] = report_runs.target_lines(report_runs.summarize(runs))
     level = "- `ner_vectors_elmo_acc` (F1, test): "
     assert target(lines[0.8840], level) == (
         level + "88.40; target: at least 89.00 (stretch: 90.15, the paper's baseline): "
@@ -261,14 +262,14 @@ def test_the_level_target_says_by_how_much_it_is_missed_and_the_stretch():
 
 
 def test_a_missed_margin_says_by_how_much_and_a_tie_is_no_gain():
-    import report
+    import report_runs
 
     runs = {
         "ner_cnn": three_seeds(0.8000, 0.82, "configs/ner_cnn.cfg"),
         "ner_vectors": three_seeds(0.8100, 0.83, "configs/ner_vectors.cfg"),
         "ner_elmo": three_seeds(0.8100, 0.83, "configs/ner_elmo.cfg"),
     }
-    lines = report.target_lines(report.summarize(runs))
+    lines = report_runs.target_lines(report_runs.summarize(runs))
     assert "- `ner_elmo` vs `ner_cnn` (F1, test): +1.00 points; target: better by at least 2.0 points: " in lines[0]
     assert lines[0].endswith("**MISSED** by 1.00 points")
     assert lines[1].endswith("+0.00 points; target: better at all: **MISSED** by 0.00 points")
@@ -286,7 +287,7 @@ def sentiment_runs(**tests_and_devs):
 
 
 def test_the_best_elmo_run_by_dev_must_beat_every_baseline_bag_of_words_included():
-    import report
+    import report_runs
 
     runs = sentiment_runs(
         sentiment_bow=(0.5150, 0.44),
@@ -298,7 +299,7 @@ def test_the_best_elmo_run_by_dev_must_beat_every_baseline_bag_of_words_included
         sentiment_vectors_elmo=(0.5160, 0.45),
         sentiment_vectors_elmo_acc=(0.5310, 0.47),
     )
-    line = target(report.target_lines(report.summarize(runs)), "- best sentiment run with ELMo")
+    line = target(report_runs.target_lines(report_runs.summarize(runs)), "- best sentiment run with ELMo")
     assert line == (
         "- best sentiment run with ELMo (highest mean dev of 3): `sentiment_vectors_elmo_acc` (test accuracy 53.10) "
         "vs every baseline: `sentiment_bow` +1.60, `sentiment_cnn` +4.10, `sentiment_vectors` +3.10, "
@@ -306,24 +307,24 @@ def test_the_best_elmo_run_by_dev_must_beat_every_baseline_bag_of_words_included
         "**MISSED** by 0.90 points (the strongest: `sentiment_vectors_acc`)"
     )
     runs = sentiment_runs(sentiment_bow=(0.5150, 0.44), sentiment_vectors_elmo_acc=(0.5400, 0.47))
-    line = target(report.target_lines(report.summarize(runs)), "- best sentiment run with ELMo")
+    line = target(report_runs.target_lines(report_runs.summarize(runs)), "- best sentiment run with ELMo")
     assert line.endswith(
         "`sentiment_bow` +2.50; target: better than each by at least 2.0 points: **met** "
         "(the strongest: `sentiment_bow`)"
     )
     # no baseline yet (or no ELMo run): no line
     runs = sentiment_runs(sentiment_vectors_elmo_acc=(0.5400, 0.47))
-    assert not [line for line in report.target_lines(report.summarize(runs)) if line.startswith("- best")]
+    assert not [line for line in report_runs.target_lines(report_runs.summarize(runs)) if line.startswith("- best")]
 
 
 def test_the_chosen_runs_name_their_candidate_in_the_table():
-    import report
+    import report_runs
 
     runs = {
         "ner_vectors": three_seeds(0.8400, 0.86, "configs/ner_vectors.cfg"),
         "ner_vectors_elmo_acc": three_seeds(0.8900, 0.91, "configs/search/ner_vectors_elmo_bilstm_both.cfg"),
     }
-    text = markdown(report.summarize(runs), runs, [], "t")
+    text = markdown(report_runs.summarize(runs), runs, [], "t")
     row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors_elmo_acc`"))
     assert row.startswith(
         "| `ner_vectors_elmo_acc` | chosen task model (dev search) + static vectors + ELMo (the paper's setup): "
@@ -333,7 +334,7 @@ def test_the_chosen_runs_name_their_candidate_in_the_table():
     assert "| CNN tok2vec + en_core_web_md static vectors | 84.00 ± 1.00 |" in row
     # today's pair chosen: the chosen rows say so; today's own rows stay as they are
     runs["ner_vectors_acc"] = three_seeds(0.8400, 0.86, "configs/ner_vectors.cfg")
-    text = markdown(report.summarize(runs), runs, [], "t")
+    text = markdown(report_runs.summarize(runs), runs, [], "t")
     row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors_acc`"))
     assert "static vectors: `efficiency`, today's efficiency tok2vec (width 96, depth 4), today's head |" in row
     row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors`"))
@@ -342,13 +343,13 @@ def test_the_chosen_runs_name_their_candidate_in_the_table():
 
 def test_a_run_whose_seeds_trained_different_configs_is_refused():
     import pytest
-    import report
+    import report_runs
     from project_errors import ProjectDataError
 
     seeds = three_seeds(0.89, 0.91, "configs/search/ner_vectors_elmo_bilstm.cfg")
     seeds[2]["config"] = "configs/search/ner_vectors_elmo_acc.cfg"  # the choice changed after two seeds
     with pytest.raises(ProjectDataError, match="ner_vectors_elmo_acc: its seeds trained different configs") as error:
-        report.summarize({"ner_vectors_elmo_acc": seeds})
+        report_runs.summarize({"ner_vectors_elmo_acc": seeds})
     assert (
         "configs/search/ner_vectors_elmo_bilstm.cfg: seeds 0, 1; configs/search/ner_vectors_elmo_acc.cfg: seeds 2"
         in str(error.value)
@@ -429,9 +430,9 @@ def one_seed_runs(tmp_path):
 
 def test_a_reduced_runs_report_judges_no_target_and_says_what_its_figures_mean(tmp_path):
     """The demo (one seed, reduced data and budget) printed MISSED for 8 of 9 targets."""
-    import report
+    import report_runs
 
-    summary = report.summarize(load_runs(one_seed_runs(tmp_path)))
+    summary = report_runs.summarize(load_runs(one_seed_runs(tmp_path)))
     full = markdown(summary, {}, [], "t")
     assert "**MISSED** by" in full  # the same figures judged, as the full run's report does
     reduced = markdown(summary, {}, [], "t", reduced=True)
@@ -443,9 +444,10 @@ def test_a_reduced_runs_report_judges_no_target_and_says_what_its_figures_mean(t
 
 
 def test_the_sentiment_table_names_its_best_dev_metric(tmp_path):
-    import report
+    import report_runs
+    import report_tables
 
-    lines = report.sentiment_table_lines(report.summarize(load_runs(one_seed_runs(tmp_path))), None)
+    lines = report_tables.sentiment_table_lines(report_runs.summarize(load_runs(one_seed_runs(tmp_path))), None)
     header = next(line for line in lines if line.startswith("| config"))
     assert "| best dev macro F1 |" in header  # spaCy's cats_score: macro F1 for exclusive classes
 
@@ -470,12 +472,13 @@ def test_the_score_bars_show_their_values_on_an_axis_where_a_small_gap_shows(tmp
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import report
+    import report_plots
+    import report_runs
     from matplotlib.container import ErrorbarContainer
 
-    summary = report.summarize(load_runs(one_seed_runs(tmp_path)))  # NER: 64 and 66
+    summary = report_runs.summarize(load_runs(one_seed_runs(tmp_path)))  # NER: 64 and 66
     fig, ax = plt.subplots()
-    report.score_bars(ax, summary, report.NER_RUNS, "f1", "F1")
+    report_plots.score_bars(ax, summary, report_runs.NER_RUNS, "f1", "F1")
     low, high = ax.get_ylim()
     assert 50 <= low < 64 and 66 < high <= 70  # a 2-point gap is a sixth of the axis or more
     assert (66 - 64) / (high - low) >= 1 / 6
@@ -483,9 +486,9 @@ def test_the_score_bars_show_their_values_on_an_axis_where_a_small_gap_shows(tmp
     assert ax.get_ylabel() == f"F1 (axis from {low:g})"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["without ELMo", "with ELMo"]
     assert not any(isinstance(container, ErrorbarContainer) for container in ax.containers)
-    three = report.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
+    three = report_runs.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
     fig, ax = plt.subplots()
-    report.score_bars(ax, three, report.NER_RUNS, "f1", "F1")
+    report_plots.score_bars(ax, three, report_runs.NER_RUNS, "f1", "F1")
     assert any(isinstance(container, ErrorbarContainer) for container in ax.containers)  # seeds: their spread
     assert ax.get_ylim()[1] >= 81  # room above the error bar
     plt.close("all")
@@ -493,24 +496,27 @@ def test_the_score_bars_show_their_values_on_an_axis_where_a_small_gap_shows(tmp
 
 def test_the_table_note_says_one_seed_where_every_run_has_one(tmp_path):
     """ "Mean ± sample standard deviation over seeds" was printed under tables of one seed."""
-    import report
+    import report_runs
+    import report_tables
 
-    one = report.summarize(load_runs(one_seed_runs(tmp_path)))
-    assert report.seeds_note(one).startswith("One seed per run")
+    one = report_runs.summarize(load_runs(one_seed_runs(tmp_path)))
+    assert report_tables.seeds_note(one).startswith("One seed per run")
     assert "over seeds" not in markdown(one, {}, [], "t", reduced=True)
-    three = report.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
-    assert report.seeds_note(three) == "Mean ± sample standard deviation over seeds."
+    three = report_runs.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
+    assert report_tables.seeds_note(three) == "Mean ± sample standard deviation over seeds."
 
 
 def test_a_task_without_runs_gets_no_empty_table_or_panel(tmp_path):
     """The demo (NER only) showed an empty sentiment table and an empty sentiment panel."""
-    import report
+    import report_plots
+    import report_runs
+    import report_tables
 
-    summary = report.summarize(
+    summary = report_runs.summarize(
         {name: records for name, records in load_runs(one_seed_runs(tmp_path)).items() if name.startswith("ner")}
     )
-    assert report.sentiment_table_lines(summary, None) == []
-    written = report.plots(summary, {}, None, tmp_path)
+    assert report_tables.sentiment_table_lines(summary, None) == []
+    written = report_plots.plots(summary, {}, None, tmp_path)
     import matplotlib.image
 
     height, width, _ = matplotlib.image.imread(written[0]).shape

@@ -13,7 +13,7 @@ from pathlib import Path
 import fetch
 import plan
 import pytest
-import report
+import report_runs
 import search_table
 from weasel.cli import run as weasel_run
 from weasel.cli.run import project_run as run_project
@@ -100,7 +100,7 @@ def test_fetch_commands_name_pinned_packages_and_the_demo_needs_no_apt(tiny_proj
 
 def test_plan_has_measured_minutes_for_each_run_the_report_shows(tiny_project):
     config, _ = project_config(tiny_project)
-    runs = [name for name, _ in report.NER_RUNS + report.SENTIMENT_RUNS]
+    runs = [name for name, _ in report_runs.NER_RUNS + report_runs.SENTIMENT_RUNS]
     assert list(plan.parse_minutes(config["vars"]["plan_task_minutes"])) == runs
 
 
