@@ -69,7 +69,7 @@ def main(
     results = markdown(
         summary, runs, pretrain_lines, title, investigations, bilm_dir, speeds, adapted_dir, reduced, example
     )
-    written = plots(summary, runs, pretrain_records, reports_dir)
+    written = plots(summary, runs, pretrain_records, reports_dir, speeds)
     results += figure_lines(written, reports_dir) + other_sections(reports_dir)
     (reports_dir / "results.md").write_text(results, encoding="utf8")
     (metrics_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf8")

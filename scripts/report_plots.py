@@ -1,15 +1,17 @@
 """The report's pictures: scores.png (a bar per run), pretrain_curve.png and layer_weights.png."""
 
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from report_runs import NER_RUNS, SENTIMENT_RUNS, is_elmo_run, layer_weight_rows, mean_sd
+from report_runs import NER_RUNS, SENTIMENT_RUNS, is_elmo_run, layer_weight_rows, mean_sd, words_per_second
 
 
-def score_bars(ax, summary, task_runs, key: str, label: str) -> None:
-    """A task's test scores, a bar per run, ELMo's red, each bar labelled with its score; the
-    axis spans the scores (not 0-100), so gaps of a fraction of a point show; error bars (the
-    seeds' sample standard deviation) only where a run has seeds."""
+def score_bars(ax, summary, task_runs, key: str, label: str, rates: Optional[Dict[str, float]] = None) -> None:
+    """A task's test scores, a bar per run, ELMo's red, each bar labelled with its score (and its
+    words/s, from ``rates``, where known: the score's price); the axis spans the scores (not 0-100),
+    so gaps of a fraction of a point show; error bars (the seeds' sample standard deviation) only
+    where a run has seeds."""
+    rates = rates or {}
     names = [n for n, _ in task_runs if n in summary]
     ends: List[float] = []  # the bars' tops and their error bars' ends
     for with_elmo, color, legend in ((False, "#999", "without ELMo"), (True, "#c44", "with ELMo")):
@@ -20,7 +22,8 @@ def score_bars(ax, summary, task_runs, key: str, label: str) -> None:
         spread = any(summary[n]["n_seeds"] > 1 for _, n in shown)
         sds = [100 * mean_sd(summary[n][key])[1] for _, n in shown] if spread else None
         bars = ax.bar([i for i, _ in shown], means, yerr=sds, capsize=4, color=color, label=legend)
-        ax.bar_label(bars, labels=[f"{m:.2f}" for m in means], fontsize=8, padding=2)
+        labels = [f"{m:.2f}" + (f"\n{rates[n]:,.0f} words/s" if n in rates else "") for m, (_, n) in zip(means, shown)]
+        ax.bar_label(bars, labels=labels, fontsize=8, padding=2)
         spreads = sds or [0.0] * len(means)
         ends += [m - sd for m, sd in zip(means, spreads)] + [m + sd for m, sd in zip(means, spreads)]
     ax.set_xticks(range(len(names)))
@@ -28,6 +31,8 @@ def score_bars(ax, summary, task_runs, key: str, label: str) -> None:
     ax.set_xticklabels([n.split("_", 1)[1] for n in names], rotation=30, ha="right")
     if ends:
         low, high = score_axis(ends)
+        if rates:  # a second label line needs as much room again
+            high = min(100.0, high + (high - max(ends)))
         ax.set_ylim(low, high)
         label = f"{label} (axis from {low:g})" if low > 0 else label
     ax.set_ylabel(label)
@@ -49,7 +54,9 @@ def figure_lines(written: List[Path], reports_dir: Path) -> str:
     return "\n## Figures\n\n" + "\n\n".join(shown) + "\n" if shown else ""
 
 
-def plots(summary, runs, pretrain_records, reports_dir: Path) -> List[Path]:
+def plots(summary, runs, pretrain_records, reports_dir: Path, speeds=None) -> List[Path]:
+    """scores.png (with each run's words/s: the ``speed`` records', else ``spacy evaluate``'s),
+    pretrain_curve.png and layer_weights.png, where there is something to draw."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -57,16 +64,17 @@ def plots(summary, runs, pretrain_records, reports_dir: Path) -> List[Path]:
 
     written = []
     panels = [
-        (task_runs, key, label)
-        for task_runs, key, label in (
-            (NER_RUNS, "f1", "CoNLL-2003 test F1"),
-            (SENTIMENT_RUNS, "accuracy", "5-class sentiment test accuracy"),
+        (task_runs, key, label, task)
+        for task_runs, key, label, task in (
+            (NER_RUNS, "f1", "CoNLL-2003 test F1", "ner"),
+            (SENTIMENT_RUNS, "accuracy", "5-class sentiment test accuracy", "sentiment"),
         )
         if any(name in summary for name, _ in task_runs)
-    ] or [(NER_RUNS, "f1", "CoNLL-2003 test F1")]
+    ] or [(NER_RUNS, "f1", "CoNLL-2003 test F1", "ner")]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
-    for ax, (task_runs, key, label) in zip(axes[0], panels):
-        score_bars(ax, summary, task_runs, key, label)  # a task without runs gets no empty panel
+    for ax, (task_runs, key, label, task) in zip(axes[0], panels):
+        rates = words_per_second(summary, (speeds or {}).get(task))
+        score_bars(ax, summary, task_runs, key, label, rates)  # a task without runs gets no empty panel
     fig.tight_layout()
     written.append(reports_dir / "scores.png")
     fig.savefig(written[-1], dpi=110)

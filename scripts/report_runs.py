@@ -85,7 +85,7 @@ def ner_row(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
         "r": [t["ents_r"] for t in test],
         "per_type": {e: [t["ents_per_type"].get(e, {}).get("f", 0.0) for t in test] for e in ENTITY_TYPES},
     }
-    return {**row, **training_columns(runs)}
+    return {**row, **training_columns(runs), **evaluate_speed(test)}
 
 
 def sentiment_row(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -96,7 +96,28 @@ def sentiment_row(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
         "macro_f1": [t["cats_macro_f"] for t in test],
         "per_label": {c: [t["cats_f_per_type"].get(c, {}).get("f", 0.0) for t in test] for c in SENTIMENT_LABELS},
     }
-    return {**row, **training_columns(runs)}
+    return {**row, **training_columns(runs), **evaluate_speed(test)}
+
+
+def evaluate_speed(test: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The words/s ``spacy evaluate`` measured while scoring each seed on test (its ``speed``), where
+    every seed has one: the price of a score, shown beside it when no ``speed`` record timed the runs."""
+    speeds = [t.get("speed") for t in test]
+    return {"evaluate_words_per_second": speeds} if speeds and None not in speeds else {}
+
+
+def words_per_second(summary: Dict[str, Dict[str, Any]], speed: Optional[Dict[str, Any]] = None) -> Dict[str, float]:
+    """Each run's words/s: from the ``speed`` command's record where one timed the task's runs (all in
+    one sitting; a run recorded from another has that run's), else ``spacy evaluate``'s (seed mean)."""
+    rates = {}
+    for name, row in summary.items():
+        if speed is not None:
+            timed = speed["runs"].get(name) or speed["runs"].get(row.get("same_as") or "")
+            if timed:
+                rates[name] = timed["words_per_second"]
+        elif row.get("evaluate_words_per_second"):
+            rates[name] = statistics.fmean(row["evaluate_words_per_second"])
+    return rates
 
 
 def training_columns(runs: List[Dict[str, Any]]) -> Dict[str, Any]:

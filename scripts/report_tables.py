@@ -18,6 +18,7 @@ from report_runs import (
     fmt,
     layer_weight_rows,
     target_lines,
+    words_per_second,
 )
 from search_table import adaptation_lines, is_search_run, search_lines
 from ship import earlier_totals, warm_start_provenance
@@ -64,7 +65,7 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
             config_text = config.read_text(encoding="utf8")
             lines += warm_start_lines(config_text, last) + corpus_lines(config_text)
         if dev:
-            lines.append(f"- dev perplexity at the end: {dev[-1]['dev_perplexity']:.1f}")
+            lines.append(f"- dev perplexity at the end: {dev[-1]['dev_perplexity']:.1f}{kept_checkpoint_remark(dev)}")
     perplexity_file = bilm_dir / "perplexity.json"
     if perplexity_file.is_file():
         ppl = read_json(perplexity_file, ProjectDataError)
@@ -74,6 +75,37 @@ def pretrain_section(bilm_dir: Optional[Path]) -> Tuple[List[str], Optional[List
             f"{ppl['predictions_per_direction']:,} predictions per direction)"
         )
     return lines or ["(no pretraining metrics found)"], records
+
+
+def kept_checkpoint_remark(dev: List[Dict[str, Any]]) -> str:
+    """Where the curve ends above its lowest dev perplexity: which weights the biLM folder holds."""
+    best = min(dev, key=lambda record: record["dev_perplexity"])
+    if best["dev_perplexity"] >= dev[-1]["dev_perplexity"]:
+        return ""
+    return (
+        f"; the lowest was {best['dev_perplexity']:.1f} at step {best['step']:,}: the biLM kept is the last "
+        "step's (`pretrain` writes the final weights, not the best; a short run's dev perplexity still moves)"
+    )
+
+
+def bilm_read_lines(runs: Dict[str, List[Dict[str, Any]]], bilm_dir: Optional[Path]) -> List[str]:
+    """Which biLM the ELMo rows read (their ``--paths.elmo_weights``), where it is not the one this
+    section describes (the demo's: its tasks read the bundled biLM, its pretraining step shows a small one)."""
+    read = {
+        Path(record["overrides"][i + 1]).parent.as_posix()
+        for records in runs.values()
+        for record in records
+        for i, item in enumerate(record.get("overrides", [])[:-1])
+        if item == "--paths.elmo_weights"
+    }
+    if bilm_dir is None or not read or {Path(path).resolve() for path in read} == {bilm_dir.resolve()}:
+        return []
+    named = ", ".join(f"`{path}`" for path in sorted(read))
+    return [
+        f"The scores above read the biLM in {named} (the ELMo runs' `--paths.elmo_weights`); this section "
+        f"describes `{bilm_dir.as_posix()}`, which no row above used.",
+        "",
+    ]
 
 
 def warm_start_lines(config_text: str, last: Dict[str, Any]) -> List[str]:
@@ -113,20 +145,41 @@ def load_speeds(metrics_dir: Path) -> Dict[str, Dict[str, Any]]:
 
 
 def score_table(
-    columns: List[str], rows: List[Tuple[str, Optional[str], List[str]]], speed: Optional[Dict[str, Any]] = None
+    columns: List[str],
+    rows: List[Tuple[str, Optional[str], List[str]]],
+    speed: Optional[Dict[str, Any]] = None,
+    evaluated: Optional[Dict[str, float]] = None,
 ) -> List[str]:
     """A results table of (run, the run it was recorded from or None, cells); with a speed record,
     a words/s column beside the score (the third column; "-" for a run it did not time) and a
-    line under the table saying how it was measured."""
+    line under the table saying how it was measured. Without one, ``evaluated`` (words/s by run,
+    as ``spacy evaluate`` measured them) fills the column where it has figures."""
     if speed is not None:
         columns = columns[:3] + ["words/s"] + columns[3:]
         rows = [
             (name, same, cells[:3] + [words_per_second_cell(speed, name, same)] + cells[3:])
             for name, same, cells in rows
         ]
+    elif evaluated:
+        columns = columns[:3] + ["words/s"] + columns[3:]
+        rows = [
+            (name, same, cells[:3] + [f"{evaluated[name]:,.0f}" if name in evaluated else "-"] + cells[3:])
+            for name, same, cells in rows
+        ]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cells) + " |" for _, _, cells in rows]
-    return lines + (["", speed_note(speed)] if speed is not None else [])
+    if speed is not None:
+        return lines + ["", speed_note(speed)]
+    return lines + (["", EVALUATE_SPEED_NOTE] if evaluated else [])
+
+
+# Where no `speed` record timed the runs together (the demo): each run's own evaluation.
+EVALUATE_SPEED_NOTE = (
+    "words/s: what `spacy evaluate` measured while scoring each run on the test split (the mean over "
+    "seeds), at the torch threads the run trained with: the price of each score. Each run was timed "
+    "alone, at its own time, so on a busy machine compare them loosely; the `speed` command times "
+    "every pipeline in one sitting."
+)
 
 
 def words_per_second_cell(speed: Dict[str, Any], name: str, same_as: Optional[str] = None) -> str:
@@ -181,8 +234,8 @@ def markdown(
         "",
     ]
     speeds = speeds or {}
-    out += ner_table_lines(summary, speeds.get("ner"))
-    out += sentiment_table_lines(summary, speeds.get("sentiment"))
+    out += ner_table_lines(summary, speeds.get("ner"), reduced)
+    out += sentiment_table_lines(summary, speeds.get("sentiment"), reduced)
     out += [
         "",
         f"{seeds_note(summary)} Minutes: training time of `spacy train` (its log; all stretches of a resumed run).",
@@ -196,7 +249,7 @@ def markdown(
     out += adaptation_lines(investigations, runs, adapted_dir)
     others = {name: records for name, records in investigations.items() if not is_search_run(name)}
     out += investigation_lines(others, bilm_dir, runs)
-    out += ["", "## The biLM", ""] + pretrain_lines
+    out += ["", "## The biLM", ""] + bilm_read_lines(runs, bilm_dir) + pretrain_lines
     out += ["", "## Context: the paper", "", PAPER_CONTEXT, ""]
     return "\n".join(out)
 
@@ -213,7 +266,7 @@ def seeds_note(summary: Dict[str, Dict[str, Any]]) -> str:
     return "Mean ± sample standard deviation over seeds."
 
 
-def ner_table_lines(summary, speeds) -> List[str]:
+def ner_table_lines(summary, speeds, reduced: bool = False) -> List[str]:
     rows = [
         (
             name,
@@ -228,11 +281,12 @@ def ner_table_lines(summary, speeds) -> List[str]:
     ]
     header = ["config", "token representation", "test F1", "P", "R", *ENTITY_TYPES]
     header += ["best dev F1", "epochs", "steps", "minutes", "seeds"]
-    title = "## NER: CoNLL-2003 English (test = testb, gold tokens and sentences)"
-    return [title, ""] + score_table(header, rows, speeds)
+    split = "a slice of testb: its first sentences" if reduced else "test = testb"
+    title = f"## NER: CoNLL-2003 English ({split}, gold tokens and sentences)"
+    return [title, ""] + score_table(header, rows, speeds, words_per_second(summary))
 
 
-def sentiment_table_lines(summary, speeds) -> List[str]:
+def sentiment_table_lines(summary, speeds, reduced: bool = False) -> List[str]:
     rows = [
         (
             name,
@@ -249,8 +303,9 @@ def sentiment_table_lines(summary, speeds) -> List[str]:
         return []
     header = ["config", "token representation", "test accuracy", "macro F1", "neutral F1"]
     header += ["best dev macro F1", "epochs", "steps", "minutes", "seeds"]  # spaCy's cats_score, exclusive classes
-    title = "## Sentiment: movie-review snippets, 5 classes (test split of the seeded 80/10/10 split)"
-    return ["", title, ""] + score_table(header, rows, speeds)
+    split = "a slice of the test split" if reduced else "test split"
+    title = f"## Sentiment: movie-review snippets, 5 classes ({split} of the seeded 80/10/10 split)"
+    return ["", title, ""] + score_table(header, rows, speeds, words_per_second(summary))
 
 
 def layer_weight_lines(runs) -> List[str]:

@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import srsly
@@ -521,3 +522,74 @@ def test_a_task_without_runs_gets_no_empty_table_or_panel(tmp_path):
 
     height, width, _ = matplotlib.image.imread(written[0]).shape
     assert width < 1.5 * height  # one panel, not two
+
+
+def with_speed(records, words_per_second):
+    """The records with `spacy evaluate`'s speed in their test scores, as experiment keeps them."""
+    for record in records:
+        record["test"]["speed"] = words_per_second
+    return records
+
+
+def test_without_a_speed_record_each_score_shows_its_words_per_second_from_evaluate():
+    """The demo report showed ELMo's F1 gain but not its price (791 words/s against 6,999)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import report_plots
+    import report_runs
+
+    runs = {
+        "ner_vectors": with_speed([scored(0, 0.72, 0.7, "configs/ner_vectors.cfg")], 6999.4),
+        "ner_vectors_elmo": with_speed([scored(0, 0.77, 0.75, "configs/ner_vectors_elmo.cfg")], 791.2),
+    }
+    summary = report_runs.summarize(runs)
+    rows = [line for line in markdown(summary, runs, [], "t").splitlines() if line.startswith("| ")]
+    assert rows[0].startswith("| config | token representation | test F1 | words/s | P |")
+    assert rows[1].startswith("| `ner_vectors` | ") and "| 72.00 | 6,999 | 72.00 |" in rows[1]
+    assert "| 77.00 | 791 | 77.00 |" in rows[2]
+    assert "words/s: what `spacy evaluate` measured" in markdown(summary, runs, [], "t")
+    fig, ax = plt.subplots()
+    report_plots.score_bars(ax, summary, report_runs.NER_RUNS, "f1", "F1", report_runs.words_per_second(summary))
+    assert sorted(text.get_text() for text in ax.texts) == ["72.00\n6,999 words/s", "77.00\n791 words/s"]
+    plt.close("all")
+
+
+def test_a_reduced_runs_headings_do_not_call_its_slice_the_whole_test_split(tmp_path):
+    """The demo's heading said "test = testb" over a 2,000-sentence slice."""
+    import report_runs
+
+    summary = report_runs.summarize(load_runs(one_seed_runs(tmp_path)))
+    assert "test = testb" in markdown(summary, {}, [], "t")
+    reduced = markdown(summary, {}, [], "t", reduced=True)
+    assert "test = testb" not in reduced and "## NER: CoNLL-2003 English (a slice of testb" in reduced
+    assert "(a slice of the test split of the seeded 80/10/10 split)" in reduced
+
+
+def test_a_curve_ending_above_its_lowest_dev_perplexity_says_which_weights_are_kept(tmp_path):
+    """The demo's curve ended at 365 above its best 338 with no word on which biLM was kept."""
+    bilm_dir = tmp_path / "bilm"
+    bilm_dir.mkdir()
+    records = [{"step": 400, "loss": 5.0, "elapsed": 60.0}]
+    records += [{"step": step, "dev_perplexity": ppl} for step, ppl in ((200, 400.0), (300, 338.0), (400, 365.0))]
+    (bilm_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    lines, _ = pretrain_section(bilm_dir)
+    assert "- dev perplexity at the end: 365.0; the lowest was 338.0 at step 300: the biLM kept is the last" in next(
+        line for line in lines if line.startswith("- dev perplexity")
+    )
+    (bilm_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[:3]))
+    assert "- dev perplexity at the end: 338.0" in pretrain_section(bilm_dir)[0]  # its lowest: nothing to say
+
+
+def test_the_biLM_section_says_when_the_scores_read_another_biLM(tmp_path):
+    """The demo's tasks read the bundled biLM while its biLM section shows the small demo biLM."""
+    import report_runs
+
+    bundled = ["--paths.elmo_options", "bundled/options.json", "--paths.elmo_weights", "bundled/weights.hdf5"]
+    runs = {"ner_vectors_elmo": [scored(0, 0.77, 0.75, "configs/ner_vectors_elmo.cfg")]}
+    runs["ner_vectors_elmo"][0]["overrides"] = bundled
+    summary = report_runs.summarize(runs)
+    text = markdown(summary, runs, [], "t", bilm_dir=tmp_path / "demo_bilm")
+    assert "The scores above read the biLM in `bundled` (the ELMo runs' `--paths.elmo_weights`)" in text
+    assert "The scores above read" not in markdown(summary, runs, [], "t", bilm_dir=Path("bundled"))
