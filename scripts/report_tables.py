@@ -175,8 +175,8 @@ def score_table(
 
 # Where no `speed` record timed the runs together (the demo): each run's own evaluation.
 EVALUATE_SPEED_NOTE = (
-    "words/s: what `spacy evaluate` measured while scoring each run on the test split (the mean over "
-    "seeds), at the torch threads the run trained with: the price of each score. Each run was timed "
+    "words/s: what `spacy evaluate` measured while scoring each run on the test split (a run of several "
+    "seeds: their mean), at the torch threads the run trained with: the price of each score. Each run was timed "
     "alone, at its own time, so on a busy machine compare them loosely; the `speed` command times "
     "every pipeline in one sitting."
 )
