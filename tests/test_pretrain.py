@@ -616,6 +616,7 @@ def test_cli_overrides_and_error_exit(tmp_path, text_files):
     assert "error: input text not found" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow  # two torch processes and a rendezvous (~25 s): make test-slow
 def test_ddp_with_two_cpu_processes(tmp_path, text_files):
     train, dev = text_files
     out = tmp_path / "ddp"
