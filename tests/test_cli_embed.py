@@ -335,6 +335,7 @@ def test_very_long_lines_run_in_the_components_windows(files):
     )
 
 
+@pytest.mark.slow  # torchrun and two embedding processes (~20 s): make test-slow
 def test_torchrun_processes_share_the_lines_and_merge_to_the_single_process_file(files):
     """2 CPU processes under torchrun: each writes its part, process 0 merges; every
     dataset equals the single-process run's byte for byte (one thread per process in both)."""
