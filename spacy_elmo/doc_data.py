@@ -182,6 +182,7 @@ def _drop_stored(doc: Doc, why: str) -> None:
     _HELD.pop(doc, None)
     doc.user_data.pop(KEY_LAYERS, None)
     doc.user_data.pop(KEY_MIX, None)
+    doc.user_data.pop(KEY_SOURCE, None)  # as if elmo never ran: no reader then blames its store
     forget_tokens(doc)
     warnings.warn(
         f"the ELMo layers and vectors stored on this doc belong to other tokens ({why}), so they are "

@@ -8,7 +8,7 @@ import pytest
 import spacy
 from spacy.tokens import Doc
 
-from spacy_elmo.doc_data import DocStore, held_for_listeners, layers_for_listener
+from spacy_elmo.doc_data import DocStore, annotated_by_elmo, held_for_listeners, layers_for_listener
 from spacy_elmo.pipeline.extensions import install_extensions
 
 from .conftest import make_nlp
@@ -125,7 +125,8 @@ def test_arrays_that_belong_to_another_text_are_dropped_with_one_warning():
         assert other[2]._.elmo is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert other[0]._.elmo is None and other._.elmo_layers is None  # dropped: said once
+        assert other[0]._.elmo is None and other._.elmo_layers is None  # dropped: said once, no store hint
+    assert not annotated_by_elmo(other)  # a listener says elmo did not run on it, not that its store keeps too little
 
 
 @pytest.mark.parametrize("store", ["all", "mix"])
