@@ -14,7 +14,10 @@ never a torn one. Checkpoints load with ``weights_only=True``: no code runs.
     OUTPUT_DIR/training_curve.png
 """
 
+import functools
 import json
+import math
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
@@ -178,9 +181,24 @@ def truncate_metrics(path: Path, last_step: int) -> None:
     write_jsonl_atomic(path, [r for r in read_jsonl(path) if r.get("step", 0) <= last_step])
 
 
+@functools.lru_cache(maxsize=None)  # once per process: pretraining plots at every checkpoint
+def warn_no_matplotlib() -> None:
+    warnings.warn(
+        f"matplotlib is not installed, so pretraining writes no {CURVE_NAME} (metrics.jsonl has the same "
+        'figures); pip install "spacy-elmo[project]" adds it',
+        stacklevel=3,
+    )
+
+
 def plot_curve(records: List[Dict[str, Any]], png_path: Path) -> None:
-    """The training loss and dev perplexity (``metrics.jsonl`` records) against steps, as a PNG."""
-    import matplotlib
+    """The training loss and dev perplexity (``metrics.jsonl`` records) against steps, as a PNG.
+    matplotlib is an extra (``spacy-elmo[project]``): without it the PNG is skipped with one warning,
+    since a run of hours should not stop for a picture of figures metrics.jsonl already holds."""
+    try:
+        import matplotlib
+    except ImportError:
+        warn_no_matplotlib()
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -193,12 +211,14 @@ def plot_curve(records: List[Dict[str, Any]], png_path: Path) -> None:
 
 def curve_figure(records: List[Dict[str, Any]]):
     """The curve's figure: one legend for both lines, every point inside the axes (steps from 0,
-    perplexity's log axis padded and labelled in plain numbers)."""
+    perplexity's log axis padded and labelled in plain numbers). Only finite points are drawn
+    (a diverged run's perplexity is inf); the title counts those left out."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-    train = [r for r in records if "loss" in r]
-    dev = [r for r in records if "dev_perplexity" in r]
+    train = finite_points(records, "loss")
+    dev = finite_points(records, "dev_perplexity")
+    left_out = sum(1 for r in records for key in ("loss", "dev_perplexity") if key in r) - len(train) - len(dev)
     fig, ax = plt.subplots(figsize=(6.5, 4))
     lines = ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
     ax.set_xlabel("step")
@@ -220,6 +240,11 @@ def curve_figure(records: List[Dict[str, Any]]):
             ax2.yaxis.set_major_formatter(ScalarFormatter())
             ax2.yaxis.set_minor_formatter(NullFormatter())
     ax.legend(lines, [str(line.get_label()) for line in lines], loc="upper right")
-    ax.set_title("biLM pretraining")
+    ax.set_title("biLM pretraining" + (f" ({left_out} points not finite, not drawn)" if left_out else ""))
     fig.tight_layout()
     return fig
+
+
+def finite_points(records: List[Dict[str, Any]], key: str) -> List[Dict[str, Any]]:
+    """The records that have a finite ``key``."""
+    return [r for r in records if key in r and isinstance(r[key], (int, float)) and math.isfinite(r[key])]
