@@ -28,7 +28,7 @@ def annotated(store="all", dtype="float32", listeners=False):
     if listeners:
         doc_store.annotate_for_listeners(doc, layers)
     else:
-        doc_store.annotate(doc, doc_store.keep(layers))
+        doc_store.annotate(doc, doc_store.stored_form(layers))
     return doc, layers
 
 
