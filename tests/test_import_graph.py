@@ -10,7 +10,7 @@ import spacy_elmo
 
 PACKAGE = Path(spacy_elmo.__file__).parent
 # What reads or writes files: the formats' libraries and the package's file helpers.
-FILE_MODULES = ("h5py", "json", "struct", "msgpack", "pickle", "zlib", "srsly", "spacy_elmo.file_safety")
+FILE_MODULES = ("h5py", "json", "struct", "msgpack", "pickle", "zlib", "srsly", "spacy_elmo.files")
 
 
 def module_names() -> Dict[str, Path]:

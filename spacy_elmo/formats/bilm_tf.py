@@ -14,16 +14,10 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 import h5py
 import numpy
 
-from ..errors import ElmoOptionsError, ElmoWeightsError
-from ..file_safety import (
-    HDF5_READ_ERRORS,
-    atomic_path,
-    check_json_depth,
-    one_line_reason,
-    parse_json,
-    require_file,
-    write_text_atomic,
-)
+from ..errors import HDF5_READ_ERRORS, ElmoOptionsError, ElmoWeightsError, one_line_reason
+from ..files.atomic import atomic_path, write_text_atomic
+from ..files.json_files import check_json_depth, parse_json
+from ..files.paths import require_file
 
 # The char CNN's activations an options file may name (ELMoForManyLangs' configs name the same).
 ACTIVATIONS = ("relu", "tanh")

@@ -32,8 +32,10 @@ import numpy
 import torch
 from torch import Tensor
 
-from ..errors import ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError
-from ..file_safety import iter_utf8_lines, one_line_reason, read_json, require_file
+from ..errors import ElmoFileNotFoundError, ElmoOptionsError, ElmoWeightsError, one_line_reason
+from ..files.json_files import read_json
+from ..files.paths import require_file
+from ..files.text_lines import iter_utf8_lines
 from .bilm_tf import ACTIVATIONS, MAX_FILTER_COUNT, MAX_FILTERS, MAX_PARAMETERS, MAX_SIZES
 from .efml_configs import PACKAGED_CONFIGS, packaged_config
 

@@ -25,7 +25,9 @@ import numpy
 from ..bilm.options import ElmoOptions
 from ..bilm.tf_layout import check_model_size, expected_shapes, larger_model_option
 from ..errors import ElmoCheckpointError
-from ..file_safety import atomic_dir, full_disk_as, hdf5_bytes, require_free_space, require_new_dir
+from ..files.atomic import atomic_dir
+from ..files.disk_space import full_disk_as, hdf5_bytes, require_free_space
+from ..files.paths import require_new_dir
 from .bilm_dir import OPTIONS_NAME, WEIGHTS_NAME
 from .bilm_tf import checked_array, write_weights
 from .tf_checkpoint import TensorEntry, TFCheckpoint
