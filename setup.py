@@ -30,6 +30,8 @@ setup(
         "srsly>=2.4",
         "typer>=0.9",
         "h5py>=3.0",
+        # The lock beside an output where there is no fcntl (Windows).
+        "filelock>=3.0.12",
         "tqdm>=4.60",
         # PNG plots of training curves and results (pretrain, project report).
         "matplotlib>=3.5",
