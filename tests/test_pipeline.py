@@ -1,5 +1,6 @@
 """The `elmo` component through `nlp`: annotations, storage, segments, serialization."""
 
+import importlib.metadata
 import pickle
 import re
 
@@ -651,9 +652,13 @@ def test_a_saved_pipeline_loaded_with_a_token_mix_of_another_length_is_refused(t
 
 def test_a_cache_size_that_is_not_a_number_is_refused():
     # spaCy's config check lets "10" through (it converts it only to check it); a bool it refuses itself.
+    # confection before 1.0 (spaCy 3.8.2 at the declared floors) passes the converted 10 on instead.
     expected = r"elmo cache_size_mb must be a number of megabytes \(0: no cache\), got "
-    with pytest.raises(ElmoError, match=expected + "'10'"):
-        spacy.blank("en").add_pipe("elmo", config={"cache_size_mb": "10"})
+    if int(importlib.metadata.version("confection").split(".")[0]) < 1:
+        assert spacy.blank("en").add_pipe("elmo", config={"cache_size_mb": "10"}).name == "elmo"
+    else:
+        with pytest.raises(ElmoError, match=expected + "'10'"):
+            spacy.blank("en").add_pipe("elmo", config={"cache_size_mb": "10"})
     for bad in (True, None, [10]):
         with pytest.raises(ElmoError, match=expected + re.escape(repr(bad))):
             elmo_component(cache_size_mb=bad)
