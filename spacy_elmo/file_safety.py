@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Type, Union
 
 from .errors import ElmoDiskFullError, ElmoError, ElmoFileNotFoundError, ElmoLockedError, ElmoPermissionError
+from .json_depth import MAX_JSON_DEPTH, check_json_depth
 
 _BLOCK = 1 << 20
 
@@ -350,11 +351,6 @@ def arrays_sha256(arrays: Dict[str, Any], header: Any = None) -> str:
     return digest.hexdigest()
 
 
-# Deeper JSON is a damaged or hostile file (our files nest 3 levels): deeper than
-# the interpreter's recursion limit, decoding or copying it raises RecursionError.
-MAX_JSON_DEPTH = 100
-
-
 def parse_json(text: str) -> Any:
     """``json.loads`` whose every failure is a ``ValueError`` with a one-line reason: bad
     syntax (``json.JSONDecodeError``), an integer too long for Python to convert, or
@@ -370,18 +366,6 @@ def parse_json(text: str) -> Any:
         raise ValueError(f"an integer of more than {limit} digits") from err
     check_json_depth(data)
     return data
-
-
-def check_json_depth(data: Any) -> None:
-    """A ``ValueError`` if lists and objects in ``data`` nest deeper than MAX_JSON_DEPTH
-    (walked without recursion)."""
-    stack = [(data, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (dict, list, tuple)):
-            if depth > MAX_JSON_DEPTH:
-                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
-            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
 
 
 def read_json(path: Path, error: Type[Exception]) -> Any:

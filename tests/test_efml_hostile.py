@@ -14,8 +14,8 @@ pytest.importorskip("elmoformanylangs")  # make_efml_dir builds models with EFML
 
 from spacy_elmo.bilm import ElmoBiLM  # noqa: E402
 from spacy_elmo.errors import ElmoOptionsError, ElmoWeightsError  # noqa: E402
-from spacy_elmo.formats.efml import read_state_dict  # noqa: E402
 from spacy_elmo.formats.efml_configs import packaged_config  # noqa: E402
+from spacy_elmo.formats.efml_state_dicts import read_state_dict  # noqa: E402
 
 from .efml_models import make_efml_dir  # noqa: E402
 
