@@ -1,6 +1,6 @@
 """torch's zip files (``torch.save``'s format since 1.6) checked before ``torch.load`` reads
 them: every member read through its CRC-32 (which ``torch.load`` skips), no member marked
-as a directory."""
+as a directory, no name given twice (torch would read the last copy without a word)."""
 
 import zipfile
 import zlib
@@ -11,8 +11,8 @@ from ..file_safety import one_line_reason
 
 
 def check_zip_members(path: Path) -> None:
-    """Refuses a member marked as a directory, then reads every member of a torch zip file
-    through its CRC-32, which ``torch.load`` does not check: a
+    """Refuses a member name given twice or a member marked as a directory, then reads every
+    member of a torch zip file through its CRC-32, which ``torch.load`` does not check: a
     flipped byte in a tensor's data would load as another value. Older files are bare pickles without checksums; a file saved
     with torch's CRC-32s turned off records 0 for every member, so neither is checked."""
     with path.open("rb") as f:
@@ -26,7 +26,16 @@ def check_zip_members(path: Path) -> None:
         ) from err
     with archive:
         members = archive.infolist()
+        seen = set()
         for member in members:
+            # torch.save writes each name once; a second copy (zipfile only warns) is what
+            # torch.load would read, whatever the first one holds.
+            if member.filename in seen:
+                raise ElmoWeightsError(
+                    f"{path}: member {member.filename!r} appears twice, which torch.save never writes "
+                    "(torch would load the last copy): the file was altered"
+                )
+            seen.add(member.filename)
             # torch's reader takes a member marked as a directory for an empty one, whatever
             # its CRC-32 says (a flipped attribute byte loaded another tensor's values).
             if member.is_dir() or member.external_attr & DOS_DIRECTORY:
