@@ -21,7 +21,7 @@ $(VENV)/.installed: setup.py spacy_elmo/about.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_PIP_ARGS) "torch==$(TORCH_VERSION)"
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[test,project]"  # project: matplotlib, for the demo's and the tests' plots
 	touch $@
 
 # mypy's files (spacy_elmo/, scripts/, benchmarks/) are listed in pyproject.toml.

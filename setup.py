@@ -17,24 +17,32 @@ setup(
     # as one so that setuptools keeps shipping it (older versions only warn when it is not).
     packages=find_packages(include=["spacy_elmo", "spacy_elmo.*"]) + ["spacy_elmo.data.default_bilm"],
     include_package_data=True,
-    package_data={"spacy_elmo": ["py.typed"], "spacy_elmo.data.default_bilm": ["*.json", "*.hdf5", "*.txt"]},
+    # NOTICE.md: which texts the bundled biLM learned from, under which terms.
+    package_data={"spacy_elmo": ["py.typed"], "spacy_elmo.data.default_bilm": ["*.json", "*.hdf5", "*.txt", "*.md"]},
     # torch is pinned by the Makefile before this installs (pip would otherwise
     # resolve a range to the newest CUDA build). The floor is the newest torch API
     # the code calls (tests/test_torch_floor.py lists them): 2.4's
     # is_autocast_enabled(device_type), 2.5's increment_version of a list.
+    # Only what importing spacy_elmo, the elmo component, its listeners and `python -m spacy_elmo
+    # embed` need (tests/test_package.py installs the wheel with nothing else and runs them).
+    # confection, srsly, typer and tqdm come with spaCy anyway; they are named because the
+    # library imports them itself (the config errors, saved files, the CLI, embed's progress bar).
     install_requires=[
         "torch>=2.5",
         "spacy>=3.8,<3.9",
         "thinc>=8.3,<8.4",
         "numpy>=1.21",
+        "confection>=0.0.1",
         "srsly>=2.4",
         "typer>=0.9",
         "h5py>=3.0",
         "tqdm>=4.60",
-        # PNG plots of training curves and results (pretrain, project report).
-        "matplotlib>=3.5",
     ],
     extras_require={
+        # The project's workflow (`spacy project run ...`, `make demo`): matplotlib draws its
+        # reports' plots (scripts/report.py, probe.py, learning_curve.py, bilm_history.py) and
+        # pretraining's training_curve.png (pretraining without it skips the PNG with a warning).
+        "project": ["matplotlib>=3.5"],
         # ruff and mypy: the lint, format and type gate (`make lint`), pinned so every machine gives one
         # verdict (mypy 2.x needs Python 3.10+; the Makefile runs 3.11).
         # elmoformanylangs: tests/test_efml.py's reference (its own code, never imported by the
@@ -45,6 +53,10 @@ setup(
             "mypy==2.4.1; python_version >= '3.10'",
             "elmoformanylangs==0.0.4.post2",
             "overrides==3.1.0",
+            # tests/test_package.py: the sdist and wheel as a registry gets them (`python -m build`,
+            # `twine check`).
+            "build==1.6.1",
+            "twine==7.0.0",
         ],
         # benchmarks/bench_pipelines.py's transformer row only: spaCy's own transformer
         # pipeline (roberta-base's architecture, random weights) and GPT-2's byte-level

@@ -5,8 +5,9 @@
 Copies ``options.json``, ``weights.hdf5`` and ``provenance.json`` from
 SHIPPED_DIR (``ship``'s output, ``training/default_bilm`` in ``project.yml``),
 and its LM head (``vocab.txt``, ``softmax.hdf5``) where ``ship`` kept one,
-to ``spacy_elmo/data/default_bilm`` (replacing the folder), which ``nlp.add_pipe("elmo")`` loads when
-given no weights and the wheel bundles. The only step of the project that
+to ``spacy_elmo/data/default_bilm`` (replacing the folder, keeping its
+NOTICE.md), which ``nlp.add_pipe("elmo")`` loads when given no weights and
+the wheel bundles. The only step of the project that
 writes into the package: run it on purpose, then commit the folder.
 """
 
@@ -21,6 +22,9 @@ from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.loaders import DEFAULT_BILM_DIR
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+# Which texts the bundled biLM learned from, under which terms: written by hand, so carried over
+# from the folder being replaced (a biLM trained on other sources needs it rewritten).
+NOTICE_NAME = "NOTICE.md"
 
 
 def install(shipped_dir: Path, dest: Path = DEFAULT_BILM_DIR) -> Path:
@@ -34,6 +38,8 @@ def install(shipped_dir: Path, dest: Path = DEFAULT_BILM_DIR) -> Path:
     tmp = fresh_tmp(dest)
     for name in BILM_FILES + tuple(head):
         shutil.copyfile(shipped_dir / name, tmp / name)
+    if (dest / NOTICE_NAME).is_file():
+        shutil.copyfile(dest / NOTICE_NAME, tmp / NOTICE_NAME)
     swap_in(tmp, dest)
     return dest
 
@@ -49,6 +55,8 @@ def main(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(code=1)
     typer.echo(f"default biLM installed in {out}")
+    if (out / NOTICE_NAME).is_file():
+        typer.echo(f"{NOTICE_NAME} kept: check that it names the texts this biLM learned from")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ which. Putting it into the package is a separate, deliberate step:
 
 import bisect
 import json
+import os
 import shutil
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Dict, List, Optional, Tuple
 
 import h5py
@@ -111,6 +112,56 @@ def held_out_sha256(config_text: Optional[str]) -> Optional[str]:
     return file_sha256(Path(dev)) if dev and Path(dev).is_file() else None
 
 
+def is_absolute_path(value: str) -> bool:
+    """An absolute path of a POSIX or a Windows machine."""
+    return PurePosixPath(value).is_absolute() or PureWindowsPath(value).is_absolute()
+
+
+def portable_path(value: str, role: str, run_dir: Optional[Path]) -> str:
+    """`value` without the absolute path of the machine that wrote it: relative to the run's folder
+    where it lies beside it (under the folder that holds the run), else named by its role."""
+    if not is_absolute_path(value):
+        return value
+    if run_dir is not None:
+        run = Path(os.path.abspath(run_dir))  # as pretrain's paths were given: symlinks kept
+        if Path(value).is_relative_to(run.parent):
+            return Path(os.path.relpath(value, run)).as_posix()
+    name = PureWindowsPath(value).name if "\\" in value else PurePosixPath(value).name
+    return f"<{role}>/{name}"
+
+
+def portable_section(section: dict, prefix: str, run_dir: Optional[Path]) -> None:
+    for key, value in section.items():
+        if isinstance(value, dict):
+            portable_section(value, f"{prefix}{key}.", run_dir)
+        elif isinstance(value, str):
+            section[key] = portable_path(value, f"{prefix}{key}", run_dir)
+
+
+def portable_config(config_text: Optional[str], run_dir: Optional[Path]) -> Optional[str]:
+    """A run's config as provenance.json keeps it: every absolute path relative to the run's folder
+    (``../corpus_pretrain/train.txt``) or named by its role (``<paths.init_dir>/default_bilm``), so the
+    shipped file holds no path of the machine that trained it (the run's own config.cfg keeps them)."""
+    if not config_text:
+        return config_text
+    config = Config().from_str(config_text, interpolate=False)
+    portable_section(config, "", run_dir)
+    return config.to_str(interpolate=False)
+
+
+def portable_record(record: Optional[dict]) -> Optional[dict]:
+    """A warm start's provenance chain with every config portable (a record shipped before configs were
+    made portable holds absolute paths; its run's folder is unknown, so they are named by role)."""
+    if record is None:
+        return None
+    portable = dict(record)
+    if portable.get("config"):
+        portable["config"] = portable_config(portable["config"], None)
+    if portable.get("warm_started_from"):
+        portable["warm_started_from"] = portable_record(portable["warm_started_from"])
+    return portable
+
+
 def provenance(bilm_dir: Path, size_mb: float, corpus_report: Optional[Path] = None) -> dict:
     """How the biLM in `bilm_dir` was trained (``pretrain``'s outputs), for provenance.json."""
     records = read_jsonl(bilm_dir / METRICS_NAME)
@@ -123,7 +174,7 @@ def provenance(bilm_dir: Path, size_mb: float, corpus_report: Optional[Path] = N
     seconds = train[-1]["elapsed"] if train else None
     return {
         "trained_with": "python -m spacy_elmo pretrain (see config.cfg)",
-        "config": config_text,
+        "config": portable_config(config_text, bilm_dir),
         "steps": train[-1]["step"] if train else None,
         "steps_by_precision": steps_by_precision(records),
         "tokens_seen": tokens,
@@ -134,7 +185,7 @@ def provenance(bilm_dir: Path, size_mb: float, corpus_report: Optional[Path] = N
         "held_out_sha256": held_out_sha256(config_text),
         "held_out_curve": held_out_curve(records, earlier),
         "corpus": read_json(corpus_report, ProjectDataError)["total"] if corpus_report is not None else None,
-        "warm_started_from": before,
+        "warm_started_from": portable_record(before),
         "size_mb": round(size_mb, 2),
     }
 

@@ -8,13 +8,14 @@ Kept in ``doc.user_data`` as plain arrays:
 * ``source``: the name of the elmo component that wrote the three above (with
   two elmo components, the later one's are what the doc shows);
 Held for the listeners, outside ``doc.user_data`` (``held_for_listeners``): per
-elmo component that has listeners, ``[layers, reads left]``: its full-precision
-layers for them when the stored form is not (float16, mix only, or nothing
-stored; None: the stored float32 layers, which another elmo component replacing
-them moves here). Each of its listeners takes them once and the last one frees
-them, so a listener reads its own upstream's layers. Not in ``user_data``, which
-``DocBin`` and ``spacy apply`` write out: a doc whose listening component was
-disabled carries no copy and no count to disk, and a GPU copy never meets msgpack.
+elmo component that has listeners, its full-precision layers for them when the
+stored form is not (float16, mix only, or nothing stored; None: the stored float32
+layers, which another elmo component replacing them moves here). They stay while the
+doc lives (weak keys: they go with it), so a listener reads its own upstream's layers
+as often as it is asked, as spaCy's listeners read ``doc.tensor`` (a component run
+again, ``nlp.rehearse``'s two copies of a model). Not in ``user_data``, which
+``DocBin``, pickle and ``spacy apply`` write out: a saved or copied doc carries only
+what ``store`` keeps, and a GPU copy never meets msgpack.
 """
 
 import math
@@ -37,7 +38,7 @@ STORE_CHOICES = ("all", "mix", "none")
 # A doc's entry goes with the doc (weak keys).
 # Where spacy-elmo 0.2.0 kept the held layers, in user_data (DocBin wrote them out).
 LEGACY_KEY_PENDING: Any = ("spacy_elmo", "pending")
-_HELD: "weakref.WeakKeyDictionary[Doc, Dict[Any, list]]" = weakref.WeakKeyDictionary()
+_HELD: "weakref.WeakKeyDictionary[Doc, Dict[Any, Any]]" = weakref.WeakKeyDictionary()
 DTYPE_CHOICES = ("float32", "float16")
 
 
@@ -106,27 +107,25 @@ class DocStore:
             doc.user_data[KEY_MIX] = stored
         doc.user_data[KEY_TOKEN_MIX] = list(self.token_mix)
 
-    def annotate_for_listeners(self, doc: Doc, layers, n_listeners: int) -> None:
-        """Annotate one doc from its ``(L+1, n, 2P)`` float32 layers and hold them for
-        ``n_listeners`` reads (``layers_for_listener``): one per listener, and a component may
-        have two (ELMo at its encoder's input and output)."""
+    def annotate_for_listeners(self, doc: Doc, layers) -> None:
+        """Annotate one doc from its ``(L+1, n, 2P)`` float32 layers and hold them for its
+        listeners (``layers_for_listener``) while the doc lives."""
         stored = self.keep(layers)
         self.annotate(doc, stored)
-        if n_listeners:
-            # Listeners read the layers where the biLM left them (on a GPU: the device copy; only
-            # what the Doc stores goes to the host). None: the stored float32 layers are that array.
-            _HELD.setdefault(doc, {})[self.source] = [None if stored is layers else layers, n_listeners]
+        # Listeners read the layers where the biLM left them (on a GPU: the device copy; only
+        # what the Doc stores goes to the host). None: the stored float32 layers are that array.
+        _HELD.setdefault(doc, {})[self.source] = None if stored is layers else layers
 
 
 def _clear_stored(doc: Doc, source: str) -> None:
     """Make room for ``source``'s annotation: the stored form goes, and what ``source``
     held for its listeners, but not what another elmo component holds for its own."""
-    pending = _HELD.get(doc, {})
-    pending.pop(source, None)
-    previous = pending.get(doc.user_data.get(KEY_SOURCE))
-    if previous is not None and previous[0] is None:  # its listeners read the stored layers: keep them
-        previous[0] = doc.user_data.get(KEY_LAYERS)
-    if not pending:
+    held = _HELD.get(doc, {})
+    held.pop(source, None)
+    previous = doc.user_data.get(KEY_SOURCE)
+    if previous in held and held[previous] is None:  # its listeners read the stored layers: keep them
+        held[previous] = doc.user_data.get(KEY_LAYERS)
+    if not held:
         _HELD.pop(doc, None)
     doc.user_data.pop(LEGACY_KEY_PENDING, None)  # a doc annotated (or saved) by spacy-elmo 0.2.0
     doc.user_data.pop(KEY_LAYERS, None)
@@ -139,24 +138,20 @@ def layers_for_listener(doc: Doc, source: Optional[str] = None):
     that wrote the doc's stored layers), or None if the doc has none of that component's."""
     stored_by = doc.user_data.get(KEY_SOURCE)
     source = source or stored_by
-    pending = _HELD.get(doc, {})
-    held = pending.get(source)
-    if held is None:  # every listener took its read, or a doc saved with its layers
+    held = _HELD.get(doc, {})
+    if source not in held:  # nothing held (no listener then, or a saved or copied doc): the stored layers
         return doc.user_data.get(KEY_LAYERS) if stored_by in (None, source) else None
-    layers, left = held
-    if layers is None:  # the stored float32 layers are the full-precision ones
-        layers = doc.user_data.get(KEY_LAYERS)
-    if left <= 1:
-        del pending[source]
-        if not pending:
-            del _HELD[doc]
-    else:
-        held[1] = left - 1
-    return layers
+    layers = held[source]
+    return doc.user_data.get(KEY_LAYERS) if layers is None else layers
 
 
-def held_for_listeners(doc: Doc) -> Dict[Any, list]:
-    """What the doc holds for listeners still to read it, per elmo component (a copy)."""
+def annotated_by_elmo(doc: Doc) -> bool:
+    """Whether an elmo component annotated the doc (or the doc it was saved or copied from)."""
+    return doc.user_data.get(KEY_SOURCE) is not None
+
+
+def held_for_listeners(doc: Doc) -> Dict[Any, Any]:
+    """What the doc holds for its listeners, per elmo component (a copy)."""
     return dict(_HELD.get(doc, {}))
 
 

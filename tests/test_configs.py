@@ -268,6 +268,56 @@ def test_spacy_debug_config_accepts_every_shipped_task_config(corpus, config):
     assert "Config is valid" in proc.stdout and "✘" not in proc.stdout
 
 
+def spacy_debug_model(corpus, config, component):
+    command = [sys.executable, "-m", "spacy", "debug", "model", str(CONFIGS / config), component]
+    paths = ["--paths.train", str(corpus / "ner.spacy"), "--paths.dev", str(corpus / "ner.spacy")]
+    elmo = ["--paths.elmo_options", str(corpus / "options.json"), "--paths.elmo_weights", str(corpus / "weights.hdf5")]
+    return subprocess.run([*command, *paths, *(elmo if "elmo" in config else [])], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("config,component", [("ner_cnn.cfg", "ner"), ("ner_elmo.cfg", "elmo")])
+def test_spacy_debug_model_runs_to_the_end_on_spacys_tok2vec_listener_and_on_the_elmo_component(
+    corpus, config, component
+):
+    proc = spacy_debug_model(corpus, config, component)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Successfully ended analysis" in proc.stdout
+
+
+def test_spacy_debug_model_on_an_elmo_listener_names_itself_and_the_way_around(corpus):
+    """spaCy's debug model updates the upstream of listeners named tok2vec-listener or
+    transformer-listener only (spacy/cli/debug_model.py): the ELMo listener's elmo never runs
+    there. The error once sent the user to [training] settings that do not apply."""
+    proc = spacy_debug_model(corpus, "ner_elmo.cfg", "ner")
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "spacy debug model runs the upstream of spaCy's own listeners only" in last
+    assert "`spacy debug model CONFIG elmo`" in last and "annotating_components" not in proc.stderr
+
+
+def test_spacy_init_fill_config_adds_nothing_to_any_shipped_task_config(tmp_path):
+    """docs/training.md calls every config complete: spaCy's fill-config (run in-process, as its CLI
+    does) fills no setting into any of them (it once added the elmo component's precision and
+    vector_hooks). Compared as configs: fill-config also moves sections, which changes no setting."""
+    from spacy.cli.init_config import fill_config
+
+    filled_by = {}
+    for config in TASK_CONFIGS:
+        before, after = fill_config(tmp_path / "filled.cfg", CONFIGS / config, silent=True)
+        if before != after:
+            filled_by[config] = sorted(set(_settings(after)) - set(_settings(before)))
+    assert not filled_by
+
+
+def _settings(config, prefix=""):
+    """Every setting of a config as "section.key = value" lines."""
+    for key, value in config.items():
+        if isinstance(value, dict):
+            yield from _settings(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key} = {value!r}"
+
+
 def train_file(config: str) -> str:
     return "multi.spacy" if "multilabel" in config else "cats.spacy" if "textcat" in config else "ner.spacy"
 

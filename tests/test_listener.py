@@ -310,7 +310,7 @@ def test_listeners_work_whatever_is_stored(weight_files, store, dtype):
     got = predictions(lean)
     assert_same_predictions(got, expected)
     doc = lean(TEST_TEXTS[0])
-    assert not held_for_listeners(doc)  # both listeners took their copy
+    assert set(held_for_listeners(doc)) == {"elmo"}  # held while the doc lives: a listener may read again
 
 
 @pytest.mark.parametrize("store,dtype", [("none", "float32"), ("mix", "float16"), ("all", "float16")])
@@ -330,7 +330,24 @@ def test_a_component_with_two_listeners_gives_both_the_layers_whatever_is_stored
         got = predictions(lean)
         doc = lean(TEST_TEXTS[0])
     assert_same_predictions(got, expected)
-    assert not held_for_listeners(doc)  # both listeners took their copy
+    assert set(held_for_listeners(doc)) == {"elmo"}  # one copy for both listeners, while the doc lives
+
+
+def concat_tok2vec():
+    return {
+        "@architectures": "spacy-elmo.ElmoConcat.v1",
+        "elmo": listener(dropout=0.1),
+        "tok2vec": {
+            "@architectures": "spacy.HashEmbedCNN.v2",
+            "pretrained_vectors": None,
+            "width": 8,
+            "depth": 1,
+            "embed_size": 100,
+            "window_size": 1,
+            "maxout_pieces": 2,
+            "subword_features": True,
+        },
+    }
 
 
 # With ElmoConcat the listener sits at model.tok2vec.elmo; the block's own path
@@ -339,23 +356,7 @@ def test_a_component_with_two_listeners_gives_both_the_layers_whatever_is_stored
     "concat,path", [(False, "model.tok2vec"), (True, "model.tok2vec.elmo"), (True, "model.tok2vec")]
 )
 def test_replace_listeners(weight_files, tmp_path, concat, path):
-    if concat:
-        tok2vec = {
-            "@architectures": "spacy-elmo.ElmoConcat.v1",
-            "elmo": listener(dropout=0.1),
-            "tok2vec": {
-                "@architectures": "spacy.HashEmbedCNN.v2",
-                "pretrained_vectors": None,
-                "width": 8,
-                "depth": 1,
-                "embed_size": 100,
-                "window_size": 1,
-                "maxout_pieces": 2,
-                "subword_features": True,
-            },
-        }
-    else:
-        tok2vec = listener(dropout=0.1)
+    tok2vec = concat_tok2vec() if concat else listener(dropout=0.1)
     nlp = make_nlp(weight_files, ner_listener=tok2vec)
     train(nlp, steps=2)
     before = predictions(nlp)
@@ -385,6 +386,32 @@ def test_replace_listeners(weight_files, tmp_path, concat, path):
     after = get_bilm(standalone.layers[0]).state_dict()
     assert all(torch.equal(after[k], v) for k, v in frozen.items())
     assert learned_mix(standalone) != mix_before_update
+
+
+@pytest.mark.parametrize(
+    "kind,path,real",
+    [
+        ("at_input", "model.tok2vec.embed", "'model.tok2vec.elmo'"),  # the issue's case
+        ("concat", "model.tok2vec.tok2vec", "'model.tok2vec.elmo'"),
+        ("plain", "model.tok2vec.dropout", "'model.tok2vec'"),
+    ],
+)
+def test_replace_listeners_at_a_path_that_is_not_the_listener_is_refused_naming_its_path(
+    weight_files, tmp_path, kind, path, real
+):
+    """Issue 76: a path that exists but holds no listener was accepted; config and model then
+    disagreed and the saved pipeline did not load. Now refused at once, the pipeline unchanged."""
+    tok2vec = {"at_input": tok2vec_at_input, "concat": concat_tok2vec, "plain": lambda: listener(dropout=0.1)}[kind]()
+    nlp = make_nlp(weight_files, ner_listener=tok2vec)
+    train(nlp, steps=1)
+    before, config = predictions(nlp), nlp.config.to_str()
+    with pytest.raises(
+        ElmoError, match=rf"^nlp.replace_listeners: '{path}' holds no ELMo listener; the listener's path is {real} "
+    ):
+        nlp.replace_listeners("elmo", "ner", [path])
+    assert nlp.config.to_str() == config and nlp.get_pipe("elmo").listening_components == ["ner"]
+    nlp.to_disk(tmp_path / "refused")
+    assert_same_predictions(predictions(spacy.load(tmp_path / "refused")), before)
 
 
 def test_listener_width_conflict_is_explained(weight_files):
@@ -609,7 +636,7 @@ def test_a_listener_reads_its_own_upstreams_layers_when_two_elmo_components_run(
         for x, y in zip_equal(tok2vec.predict(both), tok2vec.predict(alone[upstream])):
             assert numpy.abs(x).max() > 0
             numpy.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
-    assert not held_for_listeners(both[0])  # each listener took its own copy
+    assert set(held_for_listeners(both[0])) == {"elmo", "elmo2"}  # each listener's own, while the doc lives
 
 
 def test_a_listener_whose_upstream_is_no_elmo_component_says_so_and_names_them(weight_files):
@@ -619,7 +646,7 @@ def test_a_listener_whose_upstream_is_no_elmo_component_says_so_and_names_them(w
     assert "put the 'elmo' component" not in str(info.value) and "\n" not in str(info.value)
 
 
-def test_a_listener_of_any_upstream_reads_the_last_elmo_before_it_and_leaves_nothing_held(weight_files, tmp_path):
+def test_a_listener_of_any_upstream_reads_the_last_elmo_before_it_and_the_earlier_holds_nothing(weight_files, tmp_path):
     """upstream "*" with two elmo components: both link it, as spaCy's tok2vec does; it reads
     the later one's layers (as in training, where the later one's are the last it receives),
     and the earlier one holds none for it on the doc."""
@@ -632,7 +659,7 @@ def test_a_listener_of_any_upstream_reads_the_last_elmo_before_it_and_leaves_not
     assert nlp.get_pipe("elmo2").listener_map["ner"] == [ner_listener]
     train(nlp, steps=1)
     doc = nlp(TEST_TEXTS[0])
-    assert not held_for_listeners(doc)
+    assert set(held_for_listeners(doc)) == {"elmo2"}
     alone = list(nlp.get_pipe("elmo2").pipe([nlp.make_doc(TEST_TEXTS[0])]))
     both = list(nlp.get_pipe("elmo2").pipe(nlp.get_pipe("elmo").pipe([nlp.make_doc(TEST_TEXTS[0])])))
     tok2vec = ner.model.get_ref("tok2vec")
@@ -703,3 +730,78 @@ def test_prediction_alone_never_reports_the_cache(weight_files, caplog):
     list(nlp.pipe(TEST_TEXTS))
     nlp(TEST_TEXTS[0])
     assert cache_fill_lines(caplog) == []
+
+
+@pytest.mark.parametrize("store", ["none", "mix", "all"])
+def test_a_listening_component_run_again_on_a_processed_doc_predicts_the_same(weight_files, store):
+    """Issue 76: with store "none" the layers held for the listeners were freed after their one read,
+    so `nlp.get_pipe("ner")(doc)` on a processed doc got zeros, other entities, and a warning that
+    elmo "did not run". spaCy's tok2vec and store "all" gave the same again; now every store does."""
+    nlp = make_nlp(weight_files, store=store)
+    train(nlp, steps=3)
+    tok2vec = nlp.get_pipe("ner").model.get_ref("tok2vec")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no listener falls back to zeros
+        docs = list(nlp.pipe(TEST_TEXTS))
+        first = [numpy.asarray(x) for x in tok2vec.predict(docs)]
+        entities = [[(e.start, e.end, e.label_) for e in doc.ents] for doc in docs]
+        for doc in docs:
+            doc.ents = []
+            nlp.get_pipe("ner")(doc)
+        again = [numpy.asarray(x) for x in tok2vec.predict(docs)]
+    assert [[(e.start, e.end, e.label_) for e in doc.ents] for doc in docs] == entities
+    for x, y in zip_equal(first, again):
+        assert numpy.abs(x).max() > 0
+        numpy.testing.assert_array_equal(x, y)
+
+
+def test_held_layers_go_with_the_doc_and_never_into_its_bytes(weight_files):
+    import gc
+
+    from spacy_elmo.doc_data import _HELD
+
+    nlp = make_nlp(weight_files, store="none")
+    train(nlp, steps=1)
+    doc = nlp(TEST_TEXTS[0])
+    assert set(held_for_listeners(doc)) == {"elmo"}
+    copy = spacy.tokens.Doc(nlp.vocab).from_bytes(doc.to_bytes())
+    assert not held_for_listeners(copy) and not any(k[0] == "spacy_elmo" and k[1] == "layers" for k in copy.user_data)
+    before = len(_HELD)
+    del doc
+    gc.collect()
+    assert len(_HELD) == before - 1
+
+
+def tok2vec_ner_nlp():
+    """The control: spaCy's own tok2vec and a listening ner, as make_nlp builds ELMo's."""
+    fix_random_seed(0)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("tok2vec")
+    add_ner(nlp, {"@architectures": "spacy.Tok2VecListener.v1", "width": 96, "upstream": "*"})
+    return nlp
+
+
+@pytest.mark.parametrize("producer", ["tok2vec", "elmo"])
+def test_rehearse_with_docs_the_upstream_annotated_works_as_for_spacys_tok2vec(weight_files, producer):
+    """spaCy's documented nlp.rehearse: the parser runs two copies of its model on the same docs
+    (its rehearsal copy, then its own); the second once found the held layers already freed."""
+    nlp = tok2vec_ner_nlp() if producer == "tok2vec" else make_nlp(weight_files, store="none")
+    train(nlp, steps=2)
+    optimizer = nlp.resume_training()
+    annotated = list(nlp.get_pipe(producer).pipe(nlp.make_doc(text) for text, _ in NER_DATA))
+    losses = nlp.rehearse([Example.from_dict(doc, {}) for doc in annotated], sgd=optimizer)
+    assert math.isfinite(losses["ner"])
+
+
+def test_the_zeros_warning_tells_a_doc_elmo_never_saw_from_a_copy_that_lost_its_layers(weight_files):
+    nlp = make_nlp(weight_files, store="none")
+    train(nlp, steps=1)
+    copy = spacy.tokens.Doc(nlp.vocab).from_bytes(nlp(TEST_TEXTS[0]).to_bytes())  # store "none": no layers travel
+    with pytest.warns(UserWarning, match=r"'elmo' component ran on these docs, but they were saved or copied") as got:
+        nlp.get_pipe("ner")(copy)
+    assert "did not run" not in str(got[0].message)
+    for listener in nlp.get_pipe("elmo").listeners:
+        listener.attrs["_state"].warned_zeros = False
+    with pytest.warns(UserWarning, match=r"'elmo' component did not run") as got:
+        nlp.get_pipe("ner")(nlp.make_doc(TEST_TEXTS[0]))
+    assert "saved or copied" not in str(got[0].message)

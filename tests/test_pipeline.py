@@ -765,3 +765,36 @@ def test_a_docbin_keeps_the_mix_but_not_the_hooks_which_add_vector_hooks_restore
     assert back.similarity(doc) == pytest.approx(1.0, rel=1e-6)
     with pytest.raises(ElmoError, match="carries no ELMo vectors"):
         add_vector_hooks(nlp.make_doc("no elmo here"))
+
+
+def test_doc_from_docs_drops_the_elmo_data_and_the_component_gives_the_joined_doc_its_own(weight_files):
+    """docs/component.md: spaCy's Doc.from_docs keeps only per-token and per-span extension
+    values (W102 for the rest), so the joined doc has no ELMo; running elmo on it gives it layers."""
+    nlp = make_nlp(weight_files)
+    docs = [nlp(text) for text in ("Alice visited Berlin .", "Bob stayed .")]
+    with pytest.warns(UserWarning, match="W102"):
+        joined = Doc.from_docs(docs)
+    assert joined._.elmo_layers is None and joined[0]._.elmo is None
+    layers = nlp.get_pipe("elmo")(joined)._.elmo_layers
+    assert layers.shape[1] == len(joined) == 7
+
+
+def test_a_pipeline_saved_by_spacy_elmo_0_2_0_loads_predicts_the_same_and_saves_the_same_bytes(tmp_path):
+    import json
+    from pathlib import Path
+
+    saved = Path(__file__).parent / "data" / "saved_pipelines"
+    expected = json.loads((saved / "0.2.0.json").read_text())
+    nlp = spacy.load(saved / "0.2.0")
+    docs = list(nlp.pipe(expected["texts"]))
+    assert [float(doc._.elmo_layers.astype("float64").sum()) for doc in docs] == pytest.approx(
+        expected["layers_sum"], rel=1e-6
+    )
+    assert [[[e.start, e.end, e.label_] for e in doc.ents] for doc in docs] == expected["ents"]
+    rows = [
+        float(numpy.asarray(x, dtype="float64").sum())
+        for x in nlp.get_pipe("ner").model.get_ref("tok2vec").predict(docs)
+    ]
+    assert rows == pytest.approx(expected["ner_tok2vec_sum"], rel=1e-5, abs=1e-6)
+    nlp.to_disk(tmp_path / "again")
+    assert (tmp_path / "again" / "elmo" / "model").read_bytes() == (saved / "0.2.0" / "elmo" / "model").read_bytes()

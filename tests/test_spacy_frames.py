@@ -15,15 +15,16 @@ import spacy_elmo
 from spacy_elmo import spacy_frames
 from spacy_elmo.errors import ElmoError
 from spacy_elmo.listener_config import replace_listener_cfg
-from spacy_elmo.spacy_frames import listener_path_being_replaced
+from spacy_elmo.spacy_frames import listener_path_being_replaced, running_spacy_debug_model
 
 LIBRARY = Path(spacy_elmo.__file__).parent
 STACK_READS = re.compile(r"currentframe|_getframe|inspect\.stack|\.f_back\b")
 
 
-def test_the_stack_is_read_for_the_listener_path_only():
+def test_the_stack_is_read_for_two_facts_only():
     """Where the weights come from is not read from the stack (``loaders.resolve_bilm``
-    runs at initialize or the first doc): only replace_listeners' path is."""
+    runs at initialize or the first doc): only replace_listeners' path is, and whether
+    spacy debug model is the caller (to word an error)."""
     readers = sorted(
         str(path.relative_to(LIBRARY)) for path in LIBRARY.rglob("*.py") if STACK_READS.search(path.read_text())
     )
@@ -33,7 +34,7 @@ def test_the_stack_is_read_for_the_listener_path_only():
         for name, value in vars(spacy_frames).items()
         if callable(value) and not name.startswith("_") and getattr(value, "__module__", "") == spacy_frames.__name__
     ]
-    assert defined_here == ["listener_path_being_replaced"]
+    assert defined_here == ["listener_path_being_replaced", "running_spacy_debug_model"]
 
 
 def tagger_listening_to_tok2vec() -> Language:
@@ -76,3 +77,21 @@ def test_a_nested_listener_outside_replace_listeners_is_refused_not_guessed():
     assert standalone == {"@architectures": "spacy-elmo.ElmoStandalone.v1", "bilm": producer, "dropout": 0.1}
     with pytest.raises(ElmoError, match="cannot tell which listener path .*spacy_frames.py"):
         replace_listener_cfg(producer, concat)
+
+
+def test_spacy_debug_model_is_seen_on_the_stack():
+    """The ELMo listener's training error names `spacy debug model` when that is the caller."""
+    from spacy.cli.debug_model import debug_model
+
+    seen = []
+
+    class Probe:
+        @property
+        def model(self):  # debug_model's first question about the pipe
+            seen.append(running_spacy_debug_model())
+            raise AttributeError("model")
+
+    with pytest.raises(SystemExit):  # spaCy: "does not specify an object that holds a Model"
+        debug_model({}, {}, spacy.blank("en"), Probe())
+    assert seen == [True], "spaCy's debug model no longer runs as spacy_elmo/spacy_frames.py expects"
+    assert running_spacy_debug_model() is False

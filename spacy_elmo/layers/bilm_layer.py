@@ -50,13 +50,7 @@ def build_bilm_model(
         get_torch_default_device(), max_segment_length=max_segment_length, cache_size_mb=cache_mb
     )
 
-    def at_model_precision(bilm: torch.nn.Module) -> None:
-        # A loaded biLM runs at this model's precision, a run-time choice a load keeps. A thinc
-        # copy of the model shares this function, so its loads follow the original's
-        # precision: replace_listeners' copies have the same one.
-        if isinstance(bilm, ElmoBiLM):
-            bilm.set_precision(model.attrs["settings"].precision)
-
+    at_model_precision = AtModelPrecision()
     wrapper = bilm_wrapper(
         ElmoBiLM(options) if options is not None else None,
         convert_inputs=_convert_inputs,
@@ -84,7 +78,25 @@ def build_bilm_model(
             "weights_loaded": False,
         },
     )
+    at_model_precision.model = model
     return model
+
+
+class AtModelPrecision:
+    """The wrapper's ``on_loaded``: a loaded biLM runs at this model's precision, a run-time
+    choice a load keeps. An object, not a closure, so the model pickles; a thinc copy of the
+    model shares it (``__deepcopy__``), so its loads follow the original's precision:
+    replace_listeners' copies have the same one."""
+
+    def __init__(self) -> None:
+        self.model: Optional[BilmModel] = None
+
+    def __call__(self, bilm: torch.nn.Module) -> None:
+        if isinstance(bilm, ElmoBiLM) and self.model is not None:
+            bilm.set_precision(self.model.attrs["settings"].precision)
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "AtModelPrecision":
+        return self
 
 
 def settings_of(model: BilmModel) -> ElmoSettings:

@@ -31,6 +31,10 @@ class LayerCache(KeptOnLoad):
         # Copies of a model (e.g. nlp.replace_listeners) start with an empty cache.
         return LayerCache(self.max_bytes / 2**20)
 
+    def __reduce__(self) -> Any:
+        # A pickled model (spaCy's n_process under spawn) carries the cache's size, not its entries.
+        return LayerCache, (self.max_bytes / 2**20,)
+
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -13,6 +13,7 @@ kernels, the type cache and the component's layer cache on the new weights
 later ``embed_batch`` on the same module).
 """
 
+from functools import partial
 from typing import Any, Callable, Optional
 
 import torch
@@ -64,18 +65,18 @@ def bilm_wrapper(
 ) -> Model:
     """What ``PyTorchWrapper_v3`` builds (same name, forward and serialized form), with
     ``BilmShim`` holding ``BilmSlot(bilm)``; the (de)serializers see the biLM, not the
-    slot, and ``on_loaded`` is given each biLM a load puts in the slot."""
+    slot, and ``on_loaded`` is given each biLM a load puts in the slot.
 
-    def serialize(slot: BilmSlot) -> bytes:
-        return serialize_bilm(slot.bilm)
-
-    def deserialize(slot: BilmSlot, data: bytes, device: torch.device) -> BilmSlot:
-        slot.bilm = deserialize_bilm(slot.bilm, data, device)
-        if slot.bilm is not None:
-            on_loaded(slot.bilm)
-        return slot
-
-    shim = BilmShim(BilmSlot(bilm), serialize_model=serialize, deserialize_model=deserialize)
+    Built here rather than by ``PyTorchWrapper_v3``, which takes no shim class: ours marks
+    the weights changed after a step and keeps the biLM in eval mode. thinc's default
+    (de)serializers torch.save/torch.load the module (a pickle), where a saved biLM is
+    plain arrays (``bilm_serialization.py``). The hooks are module-level functions bound
+    with ``functools.partial``, not closures, so the model pickles (``n_process`` under spawn)."""
+    shim = BilmShim(
+        BilmSlot(bilm),
+        serialize_model=partial(_serialize_slot, serialize_bilm),
+        deserialize_model=partial(_deserialize_slot, deserialize_bilm, on_loaded),
+    )
     return Model(
         "pytorch",
         pytorch_forward,
@@ -83,6 +84,23 @@ def bilm_wrapper(
         shims=[shim],
         dims={"nI": None, "nO": None},
     )
+
+
+def _serialize_slot(serialize_bilm: Callable[[Any], bytes], slot: BilmSlot) -> bytes:
+    return serialize_bilm(slot.bilm)
+
+
+def _deserialize_slot(
+    deserialize_bilm: Callable[[Any, bytes, torch.device], Any],
+    on_loaded: Callable[[torch.nn.Module], None],
+    slot: BilmSlot,
+    data: bytes,
+    device: torch.device,
+) -> BilmSlot:
+    slot.bilm = deserialize_bilm(slot.bilm, data, device)
+    if slot.bilm is not None:
+        on_loaded(slot.bilm)
+    return slot
 
 
 def bilm_slot(wrapper: Model) -> BilmSlot:

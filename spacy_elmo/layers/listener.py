@@ -12,15 +12,17 @@ followed by the listener's own (trained) mix.
 """
 
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from spacy.pipeline.tok2vec import Tok2VecListener
 from spacy.tokens import Doc
 from thinc.api import Model, Optimizer
 from thinc.types import Floats2d, Floats3d
 
-from ..doc_data import layers_for_listener
+from ..doc_data import annotated_by_elmo, layers_for_listener
 from ..errors import ElmoError
 from ..settings import KeptOnLoad, refuse_inference_only_fine_tuning
+from ..spacy_frames import running_spacy_debug_model
 from .scalar_mix import MixModel, mix_weights
 
 ListenerModel = Model[List[Doc], List[Floats2d]]
@@ -47,6 +49,10 @@ class _ListenerState(KeptOnLoad):
     def on_load(self) -> None:
         self.clear()
         self.warned_zeros, self.init_batch = False, None
+
+    def __reduce__(self) -> Any:
+        # A pickled listener (spaCy's n_process under spawn) starts afresh, as a loaded one does.
+        return _ListenerState, ()
 
 
 def build_listener(mix: MixModel, upstream: str = "*", grad_factor: float = 0.0) -> ListenerModel:
@@ -82,9 +88,8 @@ def is_listener(model: Model) -> bool:
     return model.name == LISTENER_NAME and "_state" in model.attrs
 
 
-def batch_id(docs: Sequence[Doc]) -> int:
-    """A content hash of a batch, to check the listener got the producer's batch."""
-    return sum(sum(token.orth for token in doc) for doc in docs)
+# A content hash of a batch, to check the listener got the producer's batch: spaCy's own.
+batch_id = Tok2VecListener.get_batch_id
 
 
 def receive(listener: ListenerModel, batch: int, outputs: List[Floats3d], backprop: Callable) -> None:
@@ -220,22 +225,11 @@ def listener_forward(model: ListenerModel, docs: List[Doc], is_train: bool) -> T
         return mixed, backprop
     layers = [layers_for_listener(doc, model.attrs.get("producer")) for doc in docs]
     if is_train and any(layer is None and len(doc) for layer, doc in zip(layers, docs)):
-        raise ElmoError(
-            "an ELMo listener found no ELMo layers on a training doc: the 'elmo' component neither ran "
-            "its update (frozen) nor annotated the docs. Add it to [training] annotating_components, "
-            "or remove it from frozen_components."
-        )
-    missing = sum(1 for layer, doc in zip(layers, docs) if layer is None and len(doc))
+        raise ElmoError(_no_layers_in_training(model))
+    missing = [doc for layer, doc in zip(layers, docs) if layer is None and len(doc)]
     if missing and not state.warned_zeros and batch_id(docs) != state.init_batch:
         state.warned_zeros = True
-        component = model.attrs.get("listening_component")
-        warnings.warn(
-            f"the ELMo listener of {repr(component) if component else 'a component'} found no ELMo layers on {missing} of {len(docs)} doc(s) "
-            "and feeds it zeros, so its predictions are not what it was trained on: the 'elmo' component did "
-            "not run. Enable it (nlp.enable_pipe('elmo'), or leave it out of disable=, exclude= and "
-            "select_pipes), or give the component its own biLM with nlp.replace_listeners.",
-            stacklevel=2,
-        )
+        warnings.warn(_zeros_warning(model, missing, len(docs)), stacklevel=2)
     width = model.get_dim("nO")
     present = [model.ops.asarray3f(layer) for layer in layers if layer is not None]
     mixed_present, backprop_mix = mix(present, is_train)
@@ -251,6 +245,40 @@ def listener_forward(model: ListenerModel, docs: List[Doc], is_train: bool) -> T
         return []
 
     return outputs, backprop_local
+
+
+def _no_layers_in_training(model: ListenerModel) -> str:
+    producer = model.attrs.get("producer") or "elmo"
+    if running_spacy_debug_model():
+        return (
+            f"spacy debug model runs the upstream of spaCy's own listeners only (tok2vec, transformer), not "
+            f"the {producer!r} component this ELMo listener reads: debug the biLM with `spacy debug model CONFIG "
+            f"{producer}` and the listening component with a short `spacy train` (--training.max_steps 10)"
+        )
+    return (
+        f"an ELMo listener found no ELMo layers on a training doc: the {producer!r} component neither ran "
+        "its update (frozen) nor annotated the docs. Add it to [training] annotating_components, "
+        "or remove it from frozen_components."
+    )
+
+
+def _zeros_warning(model: ListenerModel, missing: List[Doc], n_docs: int) -> str:
+    """Why a listener feeds zeros: its elmo component did not run on the docs, or it did but the
+    docs were saved or copied since (a doc carries only what ``store`` keeps on it)."""
+    component = model.attrs.get("listening_component")
+    whose = f"the ELMo listener of {repr(component) if component else 'a component'}"
+    producer = model.attrs.get("producer") or "elmo"
+    found = f"{whose} found no ELMo layers on {len(missing)} of {n_docs} doc(s) and feeds it zeros, so its predictions are not what it was trained on"
+    if any(annotated_by_elmo(doc) for doc in missing):
+        return (
+            f"{found}: the {producer!r} component ran on these docs, but they were saved or copied since (DocBin, "
+            f"pickle, n_process), which carries only what its store keeps: run {producer!r} on "
+            f'them again, or set its store to "all".'
+        )
+    return (
+        f"{found}: the {producer!r} component did not run. Enable it (nlp.enable_pipe({producer!r}), or leave it "
+        "out of disable=, exclude= and select_pipes), or give the component its own biLM with nlp.replace_listeners."
+    )
 
 
 # -- after nlp.replace_listeners ------------------------------------------------

@@ -320,13 +320,13 @@ class ElmoComponent(TrainablePipe):
     def predict(self, docs: Sequence[Doc]) -> List[Any]:
         """Each doc's ``(L+1, n, 2P)`` layers when listeners read them, else its stored form."""
         self._ensure_weights()
-        return predict_docs(self.model, list(docs), None if self._readers() else self._doc_store())
+        return predict_docs(self.model, list(docs), None if self._read_by_listeners() else self._doc_store())
 
     def set_annotations(self, docs: Sequence[Doc], predictions: List[Any]) -> None:
-        store, readers = self._doc_store(), self._readers()
+        store, read = self._doc_store(), self._read_by_listeners()
         for doc, prediction in zip(docs, predictions):
-            if readers:
-                store.annotate_for_listeners(doc, prediction, readers)
+            if read:
+                store.annotate_for_listeners(doc, prediction)
             else:
                 store.annotate(doc, prediction)
         self._add_vector_hooks(docs)
@@ -348,10 +348,10 @@ class ElmoComponent(TrainablePipe):
             for doc in docs:
                 add_vector_hooks(doc)
 
-    def _readers(self) -> int:
-        """How many listeners read this component's layers from a doc: a "*" listener that
+    def _read_by_listeners(self) -> bool:
+        """Whether a listener reads this component's layers from a doc: a "*" listener that
         two elmo components link reads the later one's (name_listener), so the earlier holds none for it."""
-        return sum(1 for listener in self.listeners if listener.attrs.get("producer") == self.name)
+        return any(listener.attrs.get("producer") == self.name for listener in self.listeners)
 
     def update(
         self,

@@ -14,7 +14,9 @@ never a torn one. Checkpoints load with ``weights_only=True``: no code runs.
     OUTPUT_DIR/training_curve.png
 """
 
+import functools
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
@@ -178,9 +180,24 @@ def truncate_metrics(path: Path, last_step: int) -> None:
     write_jsonl_atomic(path, [r for r in read_jsonl(path) if r.get("step", 0) <= last_step])
 
 
+@functools.lru_cache(maxsize=None)  # once per process: pretraining plots at every checkpoint
+def warn_no_matplotlib() -> None:
+    warnings.warn(
+        f"matplotlib is not installed, so pretraining writes no {CURVE_NAME} (metrics.jsonl has the same "
+        'figures); pip install "spacy-elmo[project]" adds it',
+        stacklevel=3,
+    )
+
+
 def plot_curve(records: List[Dict[str, Any]], png_path: Path) -> None:
-    """The training loss and dev perplexity (``metrics.jsonl`` records) against steps, as a PNG."""
-    import matplotlib
+    """The training loss and dev perplexity (``metrics.jsonl`` records) against steps, as a PNG.
+    matplotlib is an extra (``spacy-elmo[project]``): without it the PNG is skipped with one warning,
+    since a run of hours should not stop for a picture of figures metrics.jsonl already holds."""
+    try:
+        import matplotlib
+    except ImportError:
+        warn_no_matplotlib()
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -9,6 +9,7 @@ import h5py
 import numpy
 import pytest
 import ship as ship_module
+from confection import Config
 from install_default import install
 from project_errors import ProjectDataError
 from ship import BILM_FILES, HEAD_FILES, MAX_MB, SHIPPED_FILES, held_out_curve, megabytes, ship, steps_by_precision
@@ -199,3 +200,30 @@ def test_a_damaged_provenance_is_named_by_ship_and_bilm_history(bilm_dir, tmp_pa
     result = run_cli(bilm_history.main, [provenance, tmp_path / "reports"])
     assert result.exit_code != 0
     assert isinstance(result.exception, ProjectDataError) and "not a valid JSON file" in str(result.exception)
+
+
+def test_the_shipped_provenance_holds_no_absolute_path_of_the_training_machine(bilm_dir, tmp_path):
+    """pretrain's config names its files by absolute path; provenance.json keeps them relative to the
+    run's folder where they lie beside it, else named by their role (issue 74)."""
+    first = ship(bilm_dir, tmp_path / "first")
+    text = bilm_dir.parent / "text.txt"
+    pretrain(
+        load_config(TINY, {"paths.train": str(text), "training.max_steps": 1, "paths.init_dir": str(first)}),
+        tmp_path / "continued",
+        progress=False,
+    )
+    shipped = ship(tmp_path / "continued", tmp_path / "second") / "provenance.json"
+    record = json.loads(shipped.read_text())
+    paths = Config().from_str(record["config"], interpolate=False)["paths"]
+    assert paths["init_dir"] == "../first"  # beside the run's folder
+    assert paths["train"] == f"<paths.train>/{text.name}"  # elsewhere: named by its role
+    assert str(tmp_path) not in shipped.read_text() and str(bilm_dir.parent) not in shipped.read_text()
+    assert record["warm_started_from"]["config"] == ship_module.portable_config(
+        json.loads((first / "provenance.json").read_text())["config"], None
+    )
+    assert (
+        ship_module.portable_path("C:\\runs\\corpus\\train.txt", "paths.train", tmp_path) == "<paths.train>/train.txt"
+    )
+    assert (
+        ship_module.portable_path("corpus/pretrain/train.txt", "paths.train", tmp_path) == "corpus/pretrain/train.txt"
+    )
