@@ -30,11 +30,13 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# No -q: quiet pytest prints no file names, only lines of dots; by default each test file gets a
+# line with its percentage. --durations lists the slowest, to keep the default run short.
 test: lint
-	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+	$(PY) -m pytest tests --durations=15 $(PYTEST_ARGS)
 
 test-slow: setup
-	$(PY) -m pytest -q tests -m slow $(PYTEST_ARGS)
+	$(PY) -m pytest tests -m slow --durations=15 $(PYTEST_ARGS)
 
 # setup.py's floors tested: on each Python its range covers that this machine has, a fresh
 # environment with the oldest requirements it allows, then a subset of the fast tests (.ci/floors

@@ -166,6 +166,38 @@ def probed_line(bilm_dir: Path, bilm: ElmoBiLM) -> str:
     return f"The biLM probed: {which}: {n_parameters / 1e6:.1f}M parameters, 2P = {bilm.options.output_dim}."
 
 
+# How to read the table (a short pretraining run's biLM can sit below its random-weight floor).
+READING = (
+    "How to read it: a linear classifier reads one layer's vector of each token, with no context of its own. "
+    "The random biLM (the same size, its weights as pretraining starts them) is the floor: its char CNN "
+    "already tells many tags apart by spelling, so what pretraining taught shows only above that floor."
+)
+
+
+def meaning_lines(results: Dict[str, Dict[str, float]]) -> List[str]:
+    """Each task's best biLM layer against the best of the random biLM (the floor), and what a biLM
+    at or below its floor means: it has not learned more than spelling gives, not that pretraining hurts."""
+    lines = ["", READING, ""]
+    for task, scores in results.items():
+        probed = [name for name in scores if name.startswith("biLM: ")]
+        floors = [name for name in scores if name.startswith("random biLM: ")]
+        if not probed or not floors:
+            continue
+        best, floor = max(probed, key=lambda name: scores[name]), max(floors, key=lambda name: scores[name])
+        gain = 100 * (scores[best] - scores[floor])
+        line = (
+            f"- {task}: the biLM's best, {best.split(': ', 1)[1]} {100 * scores[best]:.1f}, is {gain:+.1f} points "
+            f"from the floor's best ({floor.split(': ', 1)[1]} {100 * scores[floor]:.1f})"
+        )
+        if gain <= 0:
+            line += (
+                ": this biLM has learned no more than spelling gives for it (too little pretraining, such as the "
+                "demo's 400 steps); it says nothing of a biLM trained to the end"
+            )
+        lines.append(line)
+    return lines
+
+
 def write_outputs(
     output_dir: Path, results: Dict[str, Dict[str, float]], sizes: Dict[str, int], bilm_dir: Path, probed: str
 ) -> None:
@@ -185,7 +217,7 @@ def write_outputs(
     lines += [
         f"| {name} | " + " | ".join(f"{100 * results[task][name]:.1f}" for task in results) + " |" for name in names
     ]
-    write_text_atomic(output_dir / "probe.md", "\n".join(lines) + "\n")
+    write_text_atomic(output_dir / "probe.md", "\n".join(lines + meaning_lines(results)) + "\n")
     figure, axis = plt.subplots(figsize=(10, 4.5))
     width = 0.8 / len(results)
     for k, task in enumerate(results):

@@ -7,6 +7,9 @@ Kept in ``doc.user_data`` as plain arrays:
 * ``token_mix``: the layer weights behind ``token._.elmo``;
 * ``source``: the name of the elmo component that wrote the three above (with
   two elmo components, the later one's are what the doc shows);
+* ``tokens`` and an anchor: the tokens the arrays belong to (``doc_tokens``): after
+  ``doc.retokenize()`` or ``span.as_doc()`` the arrays follow the tokens at the next read
+  (``follow_tokens_of``), or are dropped with one warning;
 Held for the listeners, outside ``doc.user_data`` (``held_for_listeners``): per
 elmo component that has listeners, its full-precision layers for them when the
 stored form is not (float16, mix only, or nothing stored; None: the stored float32
@@ -19,6 +22,7 @@ what ``store`` keeps, and a GPU copy never meets msgpack.
 """
 
 import math
+import warnings
 import weakref
 from numbers import Real
 from typing import Any, Dict, List, Optional, Sequence
@@ -27,6 +31,15 @@ import numpy
 from spacy.tokens import Doc
 from thinc.api import get_array_module
 
+from .doc_tokens import (
+    KEY_TOKENS,
+    TokensChanged,
+    follow_tokens,
+    forget_tokens,
+    record_tokens,
+    token_spans,
+    tokens_unchanged,
+)
 from .errors import ElmoError
 
 # Any: spaCy's stub types doc.user_data as Dict[str, Any], though spaCy keys it by tuples too.
@@ -100,12 +113,14 @@ class DocStore:
 
     def annotate(self, doc: Doc, stored: Optional[numpy.ndarray]) -> None:
         """Annotate one doc with its stored form (``keep``'s, assembled)."""
+        follow_tokens_of(doc)  # what another elmo component holds for its listeners, first
         _clear_stored(doc, self.source)
         if self.store == "all":
             doc.user_data[KEY_LAYERS] = stored
         elif self.store == "mix":
             doc.user_data[KEY_MIX] = stored
         doc.user_data[KEY_TOKEN_MIX] = list(self.token_mix)
+        record_tokens(doc, in_user_data=stored is not None)
 
     def annotate_for_listeners(self, doc: Doc, layers) -> None:
         """Annotate one doc from its ``(L+1, n, 2P)`` float32 layers and hold them for its
@@ -130,12 +145,56 @@ def _clear_stored(doc: Doc, source: str) -> None:
     doc.user_data.pop(LEGACY_KEY_PENDING, None)  # a doc annotated (or saved) by spacy-elmo 0.2.0
     doc.user_data.pop(KEY_LAYERS, None)
     doc.user_data.pop(KEY_MIX, None)
+    forget_tokens(doc)
     doc.user_data[KEY_SOURCE] = source
+
+
+def follow_tokens_of(doc: Doc) -> None:
+    """Make the doc's stored arrays, and those held for its listeners, those of the tokens it
+    has now (``doc_tokens``: spaCy's retokenize and as_doc leave user_data as it was), or
+    drop them with one warning where they belong to another text; never another token's."""
+    try:
+        spans = token_spans(doc)
+    except TokensChanged as changed:
+        _drop_stored(doc, str(changed))
+        return
+    if spans is None:
+        if KEY_TOKENS not in doc.user_data and _stored_count(doc) not in (None, len(doc)):  # spacy-elmo 0.2.0's
+            _drop_stored(doc, f"{_stored_count(doc)} stored tokens for {len(doc)}")
+        return
+    for key, axis in ((KEY_LAYERS, 1), (KEY_MIX, 0)):
+        if doc.user_data.get(key) is not None:
+            doc.user_data[key] = follow_tokens(doc.user_data[key], spans, axis)
+    held = _HELD.get(doc, {})
+    for source, layers in held.items():
+        if layers is not None:  # None: the stored float32 layers, which followed above
+            held[source] = follow_tokens(layers, spans, 1)
+    record_tokens(doc, in_user_data=_stored_count(doc) is not None)
+
+
+def _stored_count(doc: Doc) -> Optional[int]:
+    layers, mix = doc.user_data.get(KEY_LAYERS), doc.user_data.get(KEY_MIX)
+    return layers.shape[1] if layers is not None else (mix.shape[0] if mix is not None else None)
+
+
+def _drop_stored(doc: Doc, why: str) -> None:
+    """The arrays go (once: the next read finds none), with one warning saying why."""
+    _HELD.pop(doc, None)
+    doc.user_data.pop(KEY_LAYERS, None)
+    doc.user_data.pop(KEY_MIX, None)
+    doc.user_data.pop(KEY_SOURCE, None)  # as if elmo never ran: no reader then blames its store
+    forget_tokens(doc)
+    warnings.warn(
+        f"the ELMo layers and vectors stored on this doc belong to other tokens ({why}), so they are "
+        "dropped: run the elmo component on the doc as it is now",
+        stacklevel=2,
+    )
 
 
 def layers_for_listener(doc: Doc, source: Optional[str] = None):
     """The layers a listener of the elmo component ``source`` should use (None: of the one
     that wrote the doc's stored layers), or None if the doc has none of that component's."""
+    follow_tokens_of(doc)
     stored_by = doc.user_data.get(KEY_SOURCE)
     source = source or stored_by
     held = _HELD.get(doc, {})
@@ -157,12 +216,15 @@ def held_for_listeners(doc: Doc) -> Dict[Any, Any]:
 
 def stored_layers(doc: Doc):
     """``doc._.elmo_layers``: float32 ``(L+1, n, 2P)``, or None if not stored."""
+    follow_tokens_of(doc)
     layers = doc.user_data.get(KEY_LAYERS)
     return None if layers is None else layers.astype("float32", copy=False)
 
 
 def token_vectors(doc: Doc, start: int, end: int):
     """The token mix for tokens ``start:end`` as float32 ``(end - start, 2P)``, or None."""
+    if not tokens_unchanged(doc, start, end):
+        follow_tokens_of(doc)
     mix = doc.user_data.get(KEY_MIX)
     if mix is not None:
         return mix[start:end].astype("float32", copy=False)

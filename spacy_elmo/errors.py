@@ -61,6 +61,10 @@ class EmbedInputError(ElmoError):
     """The input text of ``embed`` cannot be read as asked."""
 
 
+class EmbedOutputLostError(ElmoError):
+    """The partial output of ``embed``, removed by someone else while the run wrote it."""
+
+
 class PretrainConfigError(ElmoError):
     """A pretraining config that cannot be used."""
 

@@ -1,24 +1,30 @@
 """Where a biLM comes from: ``resolve_bilm``, the one road from a config to a biLM (a
-registered loader, the files or directory a config names, else the bundled biLM), and
+registered loader, else ``weight_source``: the files or directory a config names, else the
+bundled biLM; ``embed`` resolves its options through ``weight_source`` too), and
 the registered weight loaders for ``[initialize.components.elmo.weights]``.
 
 Each loader returns a zero-argument callable, so nothing is read until the
 component is initialized.
 """
 
+import os
 from pathlib import Path
-from typing import Callable, Optional, Tuple, Union
+from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 from confection import ConfigValidationError
 from spacy.util import registry
 
 from .bilm import ElmoBiLM
-from .errors import ElmoError, ElmoNoWeightsError
+from .errors import ElmoError, ElmoFileNotFoundError, ElmoNoWeightsError
 from .files.paths import require_file
 from .formats.bilm_dir import WEIGHTS_NAME, check_bilm_dir
 from .formats.bilm_tf import BILM_DIR_HINT
 
 PathLike = Union[str, Path]
+# How a component's config names the three ways of giving weights (a command spells them as its options).
+CONFIG_KEYS = ("options_file", "weight_file", "bilm_dir")
+# What the three are, as the loader's own errors name them.
+PATH_KINDS = ("options file", "weight file", "biLM directory")
 # The English biLM that ships with the package (built by the project's `all` workflow).
 DEFAULT_BILM_DIR = Path(__file__).parent / "data" / "default_bilm"
 NO_WEIGHTS_HELP = (
@@ -45,11 +51,14 @@ def default_bilm_dir() -> Optional[Path]:
     return DEFAULT_BILM_DIR if (DEFAULT_BILM_DIR / WEIGHTS_NAME).is_file() else None
 
 
-def bundled_bilm_dir(name: str = "elmo") -> Path:
+def bundled_bilm_dir(name: str = "elmo", spelling: Optional[Tuple[str, str, str]] = None) -> Path:
     """The bundled biLM's directory; an install without one is refused with what to give
-    the component ``name`` instead."""
+    the component ``name`` (or, with ``spelling``, the command whose options those are) instead."""
     path = default_bilm_dir()
     if path is None:
+        if spelling is not None:
+            options, weights, directory = spelling
+            raise ElmoNoWeightsError(f"this install has no bundled biLM: give {options}/{weights} or {directory}")
         raise ElmoNoWeightsError(NO_WEIGHTS_HELP.format(name=name, expected=DEFAULT_BILM_DIR))
     return path
 
@@ -62,14 +71,58 @@ def resolve_bilm(
     name: str = "elmo",
 ) -> ElmoBiLM:
     """The biLM a component's config asks for: ``loader`` (a registered loader from
-    ``[initialize.components.NAME.weights]``), else the files or the directory (of
-    either format) it names, else the bundled biLM."""
+    ``[initialize.components.NAME.weights]``), else what ``weight_source`` resolves."""
     if loader is not None:
         return loader()
-    if any(path is not None for path in (options_file, weight_file, bilm_dir)):  # "" is named too
-        check_weight_source(options_file, weight_file, bilm_dir, name)  # a typo named by its config key
-        return load_bilm(options_file, weight_file, bilm_dir)
-    return load_bilm(bilm_dir=bundled_bilm_dir(name))
+    return load_bilm(**weight_source(options_file, weight_file, bilm_dir, name))
+
+
+def weight_source(
+    options_file: Optional[PathLike] = None,
+    weight_file: Optional[PathLike] = None,
+    bilm_dir: Optional[PathLike] = None,
+    name: str = "elmo",
+    spelling: Optional[Tuple[str, str, str]] = None,
+) -> Dict[str, Optional[PathLike]]:
+    """The one resolution of the weights a user names, for ``load_bilm``: the files or the
+    directory (of either format) they name, checked without reading them, else the bundled
+    biLM. ``spelling``: a command's three options (None: component ``name``'s config keys)."""
+    check_weight_pairing(options_file, weight_file, bilm_dir, spelling=spelling or CONFIG_KEYS)
+    given = (options_file, weight_file, bilm_dir)
+    if all(path is None for path in given):  # "" is named too
+        return {"options_file": None, "weight_file": None, "bilm_dir": bundled_bilm_dir(name, spelling)}
+    if spelling is None:  # checked at the component's first use: each named by the component and its key
+        labels = tuple(f"{name} {key}" for key in CONFIG_KEYS)
+        check_named(given, labels, "leave it null")
+    else:  # a command's option, and each path by what it is (as the loader names it)
+        check_named(given, spelling, "leave it out")
+        labels = PATH_KINDS
+    check_weight_source(options_file, weight_file, bilm_dir, labels)
+    return {"options_file": options_file, "weight_file": weight_file, "bilm_dir": bilm_dir}
+
+
+def check_named(paths: Sequence[Optional[PathLike]], labels: Sequence[str], unset: str) -> None:
+    """Each path given is a name UTF-8 can write, not empty. ``unset``: how the user leaves one out.
+    A name UTF-8 cannot write (bytes the file system decoded as surrogates) is refused: a
+    pipeline's config, where a component keeps the path, is UTF-8 (spaCy's own check of a
+    component's config raises UnicodeEncodeError on it), so the component cannot take it, nor
+    then ``embed``."""
+    for path, label in zip(paths, labels):
+        if path is not None and not str(path).strip():
+            raise ElmoFileNotFoundError(f"{label} is empty: name a path, or {unset}")
+        if path is not None and not is_utf8(str(path)):
+            raise ElmoError(
+                f"{label} {os.fsencode(str(path))!r} has a name that is not valid UTF-8: rename it, or give a "
+                "link to it with a UTF-8 name"
+            )
+
+
+def is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def load_bilm(
@@ -88,7 +141,7 @@ def check_weight_pairing(
     options_file: Optional[PathLike],
     weight_file: Optional[PathLike],
     bilm_dir: Optional[PathLike],
-    spelling: Tuple[str, str, str] = ("options_file", "weight_file", "bilm_dir"),
+    spelling: Tuple[str, str, str] = CONFIG_KEYS,
 ) -> None:
     """The one rule of naming a biLM: options_file and weight_file together, or bilm_dir,
     not both (none at all: the caller's default). ``spelling``: how the caller's user
@@ -141,19 +194,14 @@ def check_weight_source(
     options_file: Optional[PathLike],
     weight_file: Optional[PathLike],
     bilm_dir: Optional[PathLike],
-    name: str = "elmo",
+    labels: Sequence[str],
 ) -> None:
-    """The files component ``name``'s config names exist (without reading them), each named
-    by the component and its key (e.g. "elmo weight_file"), since they are checked at its first use."""
-    named = ((options_file, "options_file"), (weight_file, "weight_file"), (bilm_dir, "bilm_dir"))
-    for path, key in named:
-        if path is not None and not str(path).strip():
-            raise FileNotFoundError(f"{name} {key} is empty: name a path, or leave it null")
-    for path, key in named[:2]:
+    """The paths given exist (without reading them), each named by its label (e.g. "elmo weight_file")."""
+    for path, label in ((options_file, labels[0]), (weight_file, labels[1])):
         if path is not None:
-            require_file(path, f"{name} {key}", BILM_DIR_HINT)
+            require_file(path, label, BILM_DIR_HINT)
     if bilm_dir is not None:
-        check_bilm_dir(Path(bilm_dir), f"{name} bilm_dir")
+        check_bilm_dir(Path(bilm_dir), labels[2])
 
 
 @registry.misc("spacy-elmo.WeightsFromDir.v1")

@@ -22,12 +22,9 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 from thinc.api import deserialize_attr, serialize_attr
 
 from .bilm.precision import Device, check_precision
+from .defaults import DEFAULT_MAX_SEGMENT_LENGTH
 from .doc_data import DTYPE_CHOICES, STORE_CHOICES, check_token_mix
 from .errors import ElmoError
-
-# Tokens the biLM sees at once: a longer sentence (or a doc without sentences) runs in
-# overlapping windows of this many (bilm/windows.py). `embed --max-length` has the same default.
-DEFAULT_MAX_SEGMENT_LENGTH = 256
 
 
 class KeptOnLoad:

@@ -335,6 +335,7 @@ def test_very_long_lines_run_in_the_components_windows(files):
     )
 
 
+@pytest.mark.slow  # torchrun and two embedding processes (~20 s): make test-slow
 def test_torchrun_processes_share_the_lines_and_merge_to_the_single_process_file(files):
     """2 CPU processes under torchrun: each writes its part, process 0 merges; every
     dataset equals the single-process run's byte for byte (one thread per process in both)."""
@@ -513,8 +514,8 @@ def test_an_existing_output_is_not_replaced_without_overwrite(files, monkeypatch
 
 
 def test_embed_windows_lines_as_the_component_does_by_default():
-    # The CLI may not import the layers (its --help stays free of torch), so the default is
-    # written twice; this keeps the two equal.
+    # The CLI may not import the layers (its --help stays free of torch): both take the default
+    # from spacy_elmo.defaults, which imports nothing; this keeps the two equal.
     import inspect
 
     from spacy_elmo.layers.bilm_layer import DEFAULT_MAX_SEGMENT_LENGTH

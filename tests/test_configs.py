@@ -86,17 +86,20 @@ def train_command(config, train, corpus, output, *extra, steps=STEPS):
     ]
 
 
+# Each `spacy train` here is a process of its own (seconds of imports): the default run trains one
+# config of each kind (ELMo at the input, with vectors, at the output, multilabel); `make test-slow` the rest.
+SLOW = pytest.mark.slow
 ELMO_RUNS = [
     ("ner_elmo.cfg", "ner.spacy", "ner"),
-    ("ner_elmo_only.cfg", "ner.spacy", "ner"),
-    ("ner_elmo_only_encoder.cfg", "ner.spacy", "ner"),
-    ("ner_elmo_output.cfg", "ner.spacy", "ner"),
+    pytest.param("ner_elmo_only.cfg", "ner.spacy", "ner", marks=SLOW),
+    pytest.param("ner_elmo_only_encoder.cfg", "ner.spacy", "ner", marks=SLOW),
+    pytest.param("ner_elmo_output.cfg", "ner.spacy", "ner", marks=SLOW),
     ("ner_vectors_elmo.cfg", "ner.spacy", "ner"),
     ("textcat_elmo_output.cfg", "cats.spacy", "textcat"),
     ("textcat_vectors_elmo.cfg", "cats.spacy", "textcat"),
-    ("textcat_elmo.cfg", "cats.spacy", "textcat"),
-    ("textcat_elmo_only.cfg", "cats.spacy", "textcat"),
-    ("textcat_elmo_only_encoder.cfg", "cats.spacy", "textcat"),
+    pytest.param("textcat_elmo.cfg", "cats.spacy", "textcat", marks=SLOW),
+    pytest.param("textcat_elmo_only.cfg", "cats.spacy", "textcat", marks=SLOW),
+    pytest.param("textcat_elmo_only_encoder.cfg", "cats.spacy", "textcat", marks=SLOW),
     ("textcat_multilabel_elmo.cfg", "multi.spacy", "textcat_multilabel"),
 ]
 
@@ -160,11 +163,11 @@ def test_spacy_train_says_once_that_the_frozen_biLM_fills_its_cache(corpus, tmp_
 @pytest.mark.parametrize(
     "config,train,extra",
     [
-        ("ner_cnn.cfg", "ner.spacy", []),
-        ("textcat_cnn.cfg", "cats.spacy", []),
+        pytest.param("ner_cnn.cfg", "ner.spacy", [], marks=SLOW),
+        pytest.param("textcat_cnn.cfg", "cats.spacy", [], marks=SLOW),
         ("textcat_bow.cfg", "cats.spacy", []),
         ("ner_vectors.cfg", "ner.spacy", ["--paths.vectors", "VECTORS"]),
-        ("textcat_vectors.cfg", "cats.spacy", ["--paths.vectors", "VECTORS"]),
+        pytest.param("textcat_vectors.cfg", "cats.spacy", ["--paths.vectors", "VECTORS"], marks=SLOW),
     ],
 )
 def test_baseline_configs_train(corpus, tmp_path, config, train, extra):
@@ -245,9 +248,21 @@ def test_spacy_train_with_elmo_options_and_no_weights_is_a_config_error_not_a_tr
 # The dev search's candidates (issue 30): fair pairs, configs/search/<task>_vectors[_elmo]_<kind>[_both].cfg.
 SEARCH_CONFIGS = sorted(f"search/{p.name}" for p in (CONFIGS / "search").glob("*.cfg"))
 TASK_CONFIGS = sorted(p.name for p in CONFIGS.glob("*.cfg") if not p.name.startswith("pretrain_")) + SEARCH_CONFIGS
+# The default run checks the configs of the main tables and two search configs, one per task, with
+# ELMo at both ends (a process each); `make test-slow` every search config.
+SEARCH_IN_DEFAULT_RUN = {"search/ner_vectors_elmo_efficiency_both.cfg", "search/textcat_vectors_elmo_bilstm_both.cfg"}
 
 
-@pytest.mark.parametrize("config", TASK_CONFIGS)
+def slow_search(configs):
+    return [
+        config
+        if config in SEARCH_IN_DEFAULT_RUN or not config.startswith("search/")
+        else pytest.param(config, marks=SLOW)
+        for config in configs
+    ]
+
+
+@pytest.mark.parametrize("config", slow_search(TASK_CONFIGS))
 def test_spacy_debug_config_accepts_every_shipped_task_config(corpus, config):
     """Complete configs (as `spacy init fill-config` makes them): spaCy's own checks pass."""
     train = corpus / train_file(config)
@@ -322,7 +337,7 @@ def train_file(config: str) -> str:
     return "multi.spacy" if "multilabel" in config else "cats.spacy" if "textcat" in config else "ner.spacy"
 
 
-@pytest.mark.parametrize("config", SEARCH_CONFIGS)
+@pytest.mark.parametrize("config", slow_search(SEARCH_CONFIGS))
 def test_every_search_config_trains_two_steps(corpus, tmp_path, config):
     component = "textcat" if "textcat" in config else "ner"
     with_elmo = "_elmo" in config

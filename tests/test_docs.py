@@ -156,20 +156,28 @@ def test_every_page_that_names_spacy_debug_config_says_it_needs_the_corpus_paths
     assert "README.md" in named
 
 
-def test_the_pages_give_make_tests_minutes_and_demo_minutes_that_agree():
-    """`make test` prints dots for ~20 minutes: the front page says how long; the demo's
-    pretraining step (project.yml, docs/project.md) must fit in the whole demo's minutes."""
-    readme = (REPO / "README.md").read_text(encoding="utf8")
-    assert re.search(r"^make test .*: \d+ to \d+ minutes on 2 cores$", readme, re.MULTILINE)
-    low, high = map(
-        int, re.search(r"^make demo .* in (\d+) to (\d+) minutes on 2 cores$", readme, re.MULTILINE).groups()
-    )
+def test_the_readme_gives_the_slowest_cpus_minutes_idle_and_busy_beside_the_best_case():
+    """The README quoted `make demo` "11 to 13 minutes" and `make test` "11 to 28" from a faster CPU, where a
+    busy AVX2 EPYC took 28 min 39 s and 35 min 34 s: it gives the slowest CPU's minutes, idle and busy,
+    beside the best case, each with its CPU minutes; the demo's pretraining step says its minutes alike."""
+    readme = (REPO / "README.md").read_text(encoding="utf8").splitlines()
+    (header,) = [line for line in readme if line.startswith("| 2 cores, a fresh clone, set-up included")]
+    columns = [cell.strip() for cell in header.strip("|").split("|")][1:]
+    assert columns == [
+        "idle AVX2 EPYC (the slowest CPU here)",
+        "the same, busy (load 3 to 5)",
+        "best case: idle AVX-512 EPYC",
+    ]
+    rows = {line.split("`")[1]: line for line in readme if line.startswith("| `make ")}
+    assert sorted(rows) == ["make demo", "make test"]
+    for row in rows.values():
+        cells = [cell.strip() for cell in row.strip("|").split("|")][1:]
+        assert len(cells) == 3 and all(re.fullmatch(r"(\?|[\d.]+) \((\?|[\d.]+)\)", cell) for cell in cells), row
     project = srsly.read_yaml(REPO / "project.yml")
     (step,) = [c["help"] for c in project["commands"] if c["name"] == "pretrain-demo"]
     minutes = int(re.search(r"about (\d+) minutes at 1 thread", step).group(1))
-    assert minutes < low and f"whole demo's {low} to {high} minutes" in step
     project_page = " ".join((REPO / "docs" / "project.md").read_text(encoding="utf8").split())
-    assert f"about {minutes} minutes at 1 thread" in project_page and f"demo's {low} to {high} minutes" in project_page
+    assert f"about {minutes} minutes at 1 thread" in project_page
 
 
 def test_the_pages_give_one_figure_for_the_demo_pretraining_at_torchs_default_threads():

@@ -616,6 +616,7 @@ def test_cli_overrides_and_error_exit(tmp_path, text_files):
     assert "error: input text not found" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow  # two torch processes and a rendezvous (~25 s): make test-slow
 def test_ddp_with_two_cpu_processes(tmp_path, text_files):
     train, dev = text_files
     out = tmp_path / "ddp"
@@ -697,3 +698,14 @@ def test_the_pretraining_curve_has_one_legend_for_both_lines_and_every_point_ins
     low, high = perplexity_axis.get_ylim()
     assert perplexity_axis.get_yscale() == "linear" and low < 337.6 and high > 563.5
     plt.close("all")
+
+
+def test_progress_written_to_a_file_is_a_line_per_logged_step(tmp_path, text_files, capsys):
+    """Written to a log file, the progress bar was ~400 carriage-return updates on one line."""
+    train, _ = text_files
+    settings = {"paths.train": str(train), "paths.dev": None, "training.max_steps": 10}
+    pretrain(load_config(TINY, settings), tmp_path / "out", progress=True)  # capsys: stderr is no terminal
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    steps = [line.split(",")[0] for line in err.splitlines() if line.startswith("pretrain: step")]
+    assert steps == ["pretrain: step 5/10", "pretrain: step 10/10"]  # log_every_steps = 5

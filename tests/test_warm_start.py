@@ -354,6 +354,9 @@ def test_a_run_resumes_in_another_precision_and_logs_each(tmp_path, text_files):
 
 
 # -- a killed run ------------------------------------------------------------
+# A real kill of a pretraining process, then its resume (~40 s of processes): make test-slow; the in-process
+# interrupted-and-resumed test (tests/test_pretrain.py) runs by default.
+@pytest.mark.slow
 def test_killed_run_resumes_losing_at_most_one_checkpoint_interval(tmp_path, text_files):
     train, dev = text_files
     out = tmp_path / "out"

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 
 import typer
 
+from ..defaults import DEFAULT_MAX_SEGMENT_LENGTH
 from ..errors import ElmoError, EmbedInputError
 from ..files.hashing import arrays_sha256, file_sha256
 from ..files.locks import exclusive_lock, lock_path
@@ -39,6 +40,8 @@ from .embed_writer import (
     progress_path,
 )
 
+# How this command names the three ways of giving weights (a component's config: its keys).
+WEIGHT_OPTIONS = ("--options-file", "--weight-file", "--bilm-dir")
 # torch and spaCy are imported where a command runs, not here: `--help` stays fast.
 if TYPE_CHECKING:
     import torch
@@ -70,12 +73,10 @@ def make_tokenizer(spacy_tokenizer: Optional[str]) -> Callable[[str], List[str]]
     if not spacy_tokenizer:
         return str.split
     import spacy
-    from spacy.util import get_lang_class
 
-    try:
-        get_lang_class(spacy_tokenizer)
+    if is_language_code(spacy_tokenizer):
         nlp = spacy.blank(spacy_tokenizer)
-    except (ImportError, KeyError, ValueError):
+    else:
         try:
             nlp = spacy.load(spacy_tokenizer, exclude=["*"])
         except OSError as err:
@@ -85,6 +86,17 @@ def make_tokenizer(spacy_tokenizer: Optional[str]) -> Callable[[str], List[str]]
             ) from err
     tokenizer = nlp.tokenizer
     return lambda text: [t.text for t in tokenizer(text) if not t.text.isspace()]
+
+
+def is_language_code(spacy_tokenizer: str) -> bool:
+    """Whether ``--spacy-tokenizer`` names a language (a blank tokenizer), else a pipeline."""
+    from spacy.util import get_lang_class
+
+    try:
+        get_lang_class(spacy_tokenizer)
+    except (ImportError, KeyError, ValueError):
+        return False
+    return True
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int, stateful: bool) -> List[List[int]]:
@@ -154,6 +166,25 @@ def source_files(source: Dict) -> Dict[str, Optional[Path]]:
     return {f"the {name} of {owner}": path for name, path in bilm_dir_files(Path(directory)).items()}
 
 
+def tokenizer_files(spacy_tokenizer: Optional[str]) -> Dict[str, Optional[Path]]:
+    """The files of the pipeline ``--spacy-tokenizer`` loads (a directory or an installed
+    package; a language code reads none, as ``make_tokenizer`` decides), each named for the
+    user: all of them, since ``spacy.load`` reads its config, meta, tokenizer and vocabulary."""
+    if not spacy_tokenizer or is_language_code(spacy_tokenizer):
+        return {}
+    from spacy.util import get_package_path, is_package
+
+    directory = Path(spacy_tokenizer)
+    if not directory.is_dir():
+        if not is_package(spacy_tokenizer):  # nothing loadable: refused when loaded
+            return {}
+        directory = get_package_path(spacy_tokenizer)
+    owner = f"the --spacy-tokenizer pipeline {spacy_tokenizer}"
+    return {
+        f"the file {path.relative_to(directory)} of {owner}": path for path in directory.rglob("*") if path.is_file()
+    }
+
+
 def describe_source(source: Dict) -> str:
     """The biLM a weight source names, for the user: its files or directory, and format."""
     directory = source["bilm_dir"]
@@ -181,7 +212,7 @@ def embed_file(
     tokenize: Callable[[str], List[str]] = str.split,
     settings: Optional[Dict] = None,
     progress: bool = True,
-    max_length: int = 256,
+    max_length: int = DEFAULT_MAX_SEGMENT_LENGTH,
     share: Tuple[int, int] = (0, 1),
     overwrite: bool = True,
     bilm_name: str = "",
@@ -240,15 +271,16 @@ def embed_command(
         ...,
         help="HDF5 file to write: dataset 'i' per line i (its tokens in its 'tokens' attribute), plus 'sentence_to_index'.",
     ),
-    options_file: Optional[Path] = typer.Option(
-        None, "--options-file", help="bilm-tf/AllenNLP options.json (with --weight-file)"
+    options_file: Optional[str] = typer.Option(
+        None, "--options-file", metavar="PATH", help="bilm-tf/AllenNLP options.json (with --weight-file)"
     ),
-    weight_file: Optional[Path] = typer.Option(
-        None, "--weight-file", help="bilm-tf/AllenNLP weights.hdf5 (with --options-file)"
+    weight_file: Optional[str] = typer.Option(
+        None, "--weight-file", metavar="PATH", help="bilm-tf/AllenNLP weights.hdf5 (with --options-file)"
     ),
-    bilm_dir: Optional[Path] = typer.Option(
+    bilm_dir: Optional[str] = typer.Option(
         None,
         "--bilm-dir",
+        metavar="PATH",
         help="a biLM directory (`pretrain` output) or an ELMoForManyLangs model directory. None of the three: the bundled English biLM",
     ),
     layers: str = typer.Option(
@@ -271,7 +303,7 @@ def embed_command(
         help="torch device, e.g. cpu or cuda:0 (under torchrun, cuda is each process's cuda:LOCAL_RANK)",
     ),
     max_length: int = typer.Option(
-        256,
+        DEFAULT_MAX_SEGMENT_LENGTH,
         "--max-length",
         help="Longer lines run in overlapping windows of this many tokens (0: never; --stateful: never)",
     ),
@@ -291,7 +323,7 @@ def embed_command(
             input_file, output_file, layers, batch_size, max_length, precision, device, stateful, overwrite
         )
         source = weight_source(options_file, weight_file, bilm_dir)
-        check_output_not_an_input(output_file, source_files(source))
+        check_output_not_an_input(output_file, {**source_files(source), **tokenizer_files(spacy_tokenizer)})
         n = embed_file(
             input_file,
             output_file,
@@ -345,18 +377,14 @@ def run_settings(spacy_tokenizer: Optional[str], precision: str) -> Dict:
     return {"spacy_tokenizer": spacy_tokenizer, "precision": precision}
 
 
-def weight_source(options_file: Optional[Path], weight_file: Optional[Path], bilm_dir: Optional[Path]) -> Dict:
-    """What to load: the files, the directory, or (none given) the bundled biLM."""
-    from ..loaders import check_weight_pairing, default_bilm_dir  # brings torch: only when a command runs
+def weight_source(options_file: Optional[str], weight_file: Optional[str], bilm_dir: Optional[str]) -> Dict:
+    """What to load, by the one resolution (``loaders.weight_source``: none named, the bundled
+    biLM), its errors naming this command's options. Taken as typed: a Path would make "" the
+    current directory, which the component refuses as empty."""
+    from ..loaders import weight_source as resolve  # brings torch: only when a command runs
 
-    check_weight_pairing(
-        options_file, weight_file, bilm_dir, spelling=("--options-file", "--weight-file", "--bilm-dir")
-    )
-    if options_file is None and bilm_dir is None:
-        bilm_dir = default_bilm_dir()
-        if bilm_dir is None:
-            raise EmbedInputError("this install has no bundled biLM: give --options-file/--weight-file or --bilm-dir")
-    return {"options_file": options_file, "weight_file": weight_file, "bilm_dir": bilm_dir}
+    source = resolve(options_file, weight_file, bilm_dir, spelling=WEIGHT_OPTIONS)
+    return {key: None if path is None else Path(path) for key, path in source.items()}
 
 
 def load_bilm(**source: Any) -> "ElmoBiLM":

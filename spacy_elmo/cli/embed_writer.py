@@ -25,7 +25,7 @@ import h5py
 import numpy
 from tqdm import tqdm
 
-from ..errors import HDF5_READ_ERRORS, ElmoDiskFullError, EmbedInputError, one_line_reason
+from ..errors import HDF5_READ_ERRORS, ElmoDiskFullError, EmbedInputError, EmbedOutputLostError, one_line_reason
 from ..files.atomic import atomic_path
 from ..files.disk_space import full_disk_as, hdf5_bytes, require_free_space
 from ..files.json_files import parse_json, write_json_atomic
@@ -245,9 +245,22 @@ def embed_batches(
                 write_sentence_index(out, lines_to_index)
             else:
                 out.attrs["run"] = json.dumps(plan.run_id, sort_keys=True)
-    os.replace(partial, output_file)
+    rename_finished(partial, output_file)
     progress_path(output_file).unlink(missing_ok=True)
     remove_states(output_file)
+
+
+def rename_finished(partial: Path, output_file: Path) -> None:
+    """The finished partial output into place. One removed while the run wrote it (the writes
+    went on into the removed file) is said to be gone; nothing else is touched."""
+    try:
+        os.replace(partial, output_file)
+    except FileNotFoundError:
+        raise EmbedOutputLostError(
+            f"{partial} was removed while this run wrote it: this run's output is lost, nothing else "
+            f"(the input{', the old ' + output_file.name if output_file.exists() else ''} and the biLM untouched); "
+            "run the command again to redo it"
+        ) from None
 
 
 def _resume(output_file: Path, bilm: "ElmoBiLM", plan: EmbedPlan) -> int:
@@ -376,6 +389,6 @@ def merge_parts(output_file: Path, lines: Sequence[str], run_id: Dict, world: in
     finally:
         for source in sources:
             source.close()
-    os.replace(partial, output_file)
+    rename_finished(partial, output_file)
     for part in parts:
         part.unlink()

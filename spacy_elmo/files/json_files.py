@@ -8,12 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Type
 
+from ..json_depth import MAX_JSON_DEPTH, check_json_depth
 from .atomic import write_text_atomic
 from .paths import require_readable
-
-# Deeper JSON is a damaged or hostile file (our files nest 3 levels): deeper than
-# the interpreter's recursion limit, decoding or copying it raises RecursionError.
-MAX_JSON_DEPTH = 100
 
 
 def parse_json(text: str) -> Any:
@@ -31,18 +28,6 @@ def parse_json(text: str) -> Any:
         raise ValueError(f"an integer of more than {limit} digits") from err
     check_json_depth(data)
     return data
-
-
-def check_json_depth(data: Any) -> None:
-    """A ``ValueError`` if lists and objects in ``data`` nest deeper than MAX_JSON_DEPTH
-    (walked without recursion)."""
-    stack = [(data, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (dict, list, tuple)):
-            if depth > MAX_JSON_DEPTH:
-                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
-            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
 
 
 def read_json(path: Path, error: Type[Exception]) -> Any:

@@ -3,18 +3,27 @@ spaCy's own vector API (``.vector``, ``.has_vector``, ``.similarity`` of a Token
 Doc) on the same token mix, through the doc's user hooks (``add_vector_hooks``)."""
 
 import warnings
-from typing import Any, Optional, Union
+from typing import Any, Optional, Set, Union
 
 import numpy
 from spacy.errors import Warnings
 from spacy.tokens import Doc, Span, Token
 
-from ..doc_data import stored_layers, token_vectors
+from ..doc_data import KEY_MIX, KEY_SOURCE, stored_layers, token_vectors
 from ..errors import ElmoError
+
+
+def _doc_elmo_layers(doc: Doc):
+    layers = stored_layers(doc)
+    if layers is None:
+        _hint_store(doc)
+    return layers
 
 
 def _token_elmo(token: Token):
     vectors = token_vectors(token.doc, token.i, token.i + 1)
+    if vectors is None:
+        _hint_store(token.doc)
     return None if vectors is None else vectors[0]
 
 
@@ -22,13 +31,37 @@ def _span_elmo(span: Span):
     if len(span) == 0:
         return None
     vectors = token_vectors(span.doc, span.start, span.end)
+    if vectors is None:
+        _hint_store(span.doc)
     return None if vectors is None else vectors.mean(axis=0)
+
+
+_HINTED: Set[str] = set()  # the components whose `store` was named once in this process
+
+
+def _hint_store(doc: Doc) -> None:
+    """One line, once per component and process, where a getter returns None because the component
+    ran but its ``store`` keeps less (the shipped configs set "none"): which setting keeps it."""
+    source = doc.user_data.get(KEY_SOURCE)
+    if source is None or source in _HINTED:
+        return
+    _HINTED.add(source)
+    if KEY_MIX in doc.user_data:
+        kept, empty = "only the token mix (store 'mix')", "doc._.elmo_layers is"
+    else:
+        kept, empty = "no vectors (store 'none')", "doc._.elmo_layers, token._.elmo and span._.elmo are"
+    warnings.warn(
+        f"the '{source}' component keeps {kept} on the Doc, so {empty} None: set its store to 'all' to keep "
+        f"every layer, or 'mix' for the token vectors ([components.{source}] store, or "
+        f"nlp.add_pipe('elmo', config={{'store': 'all'}}))",
+        stacklevel=4,  # the code that read the extension (through spaCy's underscore)
+    )
 
 
 def install_extensions() -> None:
     """Register the extensions (idempotent)."""
     if not Doc.has_extension("elmo_layers"):
-        Doc.set_extension("elmo_layers", getter=stored_layers)
+        Doc.set_extension("elmo_layers", getter=_doc_elmo_layers)
     if not Token.has_extension("elmo"):
         Token.set_extension("elmo", getter=_token_elmo)
     if not Span.has_extension("elmo"):

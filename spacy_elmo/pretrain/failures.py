@@ -9,10 +9,11 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ContextManager, Iterator, Optional
+from typing import ContextManager, Dict, Iterator, Optional
 
 import torch
 
+from ..bilm.lm_head import NORMALISED_KINDS
 from ..errors import PretrainDataError, PretrainDivergedError
 from ..files.disk_space import is_disk_full
 from ..files.locks import exclusive_lock
@@ -76,6 +77,20 @@ def check_finite_loss(run: Run, loss: float, learn_rate: float) -> None:
     raise PretrainDivergedError(
         f"pretraining diverged at step {run.progress.step + 1}: {whose} (learning rate {learn_rate:.3g}); "
         f"{diverged_advice(run)}"
+    )
+
+
+def check_finite_dev(run: Run, figures: Optional[Dict[str, float]], learn_rate: float) -> None:
+    """Stop at dev figures that are not finite (the main process's, from ``evaluate``; None on
+    the others, which take part in the sum): a mean dev loss of 710 nats or more makes the
+    perplexity inf, though the training loss may still be finite."""
+    bad = ", ".join(f"{name} {value}" for name, value in (figures or {}).items() if not math.isfinite(value))
+    if run.dist.sum(float(bool(bad)))[0] == 0:
+        return
+    what = "perplexity" if run.lm.head.kind in NORMALISED_KINDS else "loss"
+    raise PretrainDivergedError(
+        f"pretraining diverged at step {run.progress.step}: the dev {what} is not finite "
+        f"({bad or 'in the main process'}; learning rate {learn_rate:.3g}); {diverged_advice(run)}"
     )
 
 

@@ -16,6 +16,7 @@ never a torn one. Checkpoints load with ``weights_only=True``: no code runs.
 
 import functools
 import json
+import math
 import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
@@ -205,12 +206,14 @@ def plot_curve(records: List[Dict[str, Any]], png_path: Path) -> None:
 
 def curve_figure(records: List[Dict[str, Any]]):
     """The curve's figure: one legend for both lines, every point inside the axes (steps from 0,
-    perplexity's log axis padded and labelled in plain numbers)."""
+    perplexity's log axis padded and labelled in plain numbers). Only finite points are drawn
+    (a diverged run's perplexity is inf); the title counts those left out."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-    train = [r for r in records if "loss" in r]
-    dev = [r for r in records if "dev_perplexity" in r]
+    train = finite_points(records, "loss")
+    dev = finite_points(records, "dev_perplexity")
+    left_out = sum(1 for r in records for key in ("loss", "dev_perplexity") if key in r) - len(train) - len(dev)
     fig, ax = plt.subplots(figsize=(6.5, 4))
     lines = ax.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
     ax.set_xlabel("step")
@@ -232,6 +235,11 @@ def curve_figure(records: List[Dict[str, Any]]):
             ax2.yaxis.set_major_formatter(ScalarFormatter())
             ax2.yaxis.set_minor_formatter(NullFormatter())
     ax.legend(lines, [str(line.get_label()) for line in lines], loc="upper right")
-    ax.set_title("biLM pretraining")
+    ax.set_title("biLM pretraining" + (f" ({left_out} points not finite, not drawn)" if left_out else ""))
     fig.tight_layout()
     return fig
+
+
+def finite_points(records: List[Dict[str, Any]], key: str) -> List[Dict[str, Any]]:
+    """The records that have a finite ``key``."""
+    return [r for r in records if key in r and isinstance(r[key], (int, float)) and math.isfinite(r[key])]

@@ -10,6 +10,7 @@ position; ``checkpoint.py``), provided the config differs only in settings a
 resume may change (``max_steps``, logging and checkpoint intervals, ...).
 """
 
+import sys
 import time
 import warnings
 from contextlib import ExitStack, nullcontext
@@ -34,7 +35,7 @@ from .corpus import inputs_sha256
 from .data import read_data
 from .distributed import choose_device, choose_threads, setup_distributed
 from .evaluation import dev_nll, dev_record, held_out_figures, perplexity_of, unknown_rate_warning
-from .failures import Sitting, check_finite_loss, output_lock, prepare_output_dir, said_in_one_line
+from .failures import Sitting, check_finite_dev, check_finite_loss, output_lock, prepare_output_dir, said_in_one_line
 from .optim import make_optimizer
 from .optim import with_step_implementation as with_step_implementation  # re-exported: tests import it from here
 from .outputs import CONFIG_NAME, CURVE_NAME, METRICS_NAME, VOCAB_NAME, write_config
@@ -254,6 +255,13 @@ def evaluate(run: Run) -> Optional[Dict[str, float]]:
     return held_out_figures(kind, figures)
 
 
+def finite_evaluation(run: Run, learn_rate: float) -> Optional[Dict[str, float]]:
+    """``evaluate``, stopping the run (every process) where its figures are not finite."""
+    figures = evaluate(run)
+    check_finite_dev(run, figures, learn_rate)
+    return figures
+
+
 def checkpoint_due(run: Run) -> bool:
     t = run.training
     due = run.progress.step % t["checkpoint_every_steps"] == 0
@@ -293,6 +301,32 @@ def dev_scored(run: Run) -> Optional[str]:
     return f"the first {len(dev):,} sentences of {path} (corpus.max_dev_sentences; `perplexity` scores them all)"
 
 
+def progress_bar(run: Run, shown: bool) -> tqdm:
+    """tqdm's bar on a terminal. Written to a file (a log) its carriage-return updates make one
+    line of hundreds of updates, so there it is off and ``show_progress`` writes a line per log step."""
+    return tqdm(
+        total=run.training["max_steps"],
+        initial=run.progress.step,
+        unit="step",
+        dynamic_ncols=True,
+        desc="pretrain",
+        disable=not (shown and sys.stderr.isatty()),
+    )
+
+
+def show_progress(bar: tqdm, record: Dict[str, Any], max_steps: int, shown: bool) -> None:
+    """A logged step's loss and speed: on the bar, or as a line of its own where no bar is drawn."""
+    if not bar.disable:
+        bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_sec']:.0f}")
+    elif shown:
+        print(
+            f"pretrain: step {record['step']:,}/{max_steps:,}, loss {record['loss']:.3f}, "
+            f"{record['tokens_per_sec']:,.0f} tokens/s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str, Any]:
     """The training loop of a started run, to ``training.max_steps``."""
     t = run.training
@@ -301,14 +335,8 @@ def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str,
     autocast = make_autocast(run)
     run.started = run.last_checkpoint = time.perf_counter()
     run.window = LogWindow(run.started)
-    bar = tqdm(
-        total=t["max_steps"],
-        initial=run.progress.step,
-        unit="step",
-        dynamic_ncols=True,
-        desc="pretrain",
-        disable=not (progress and run.dist.is_main),
-    )
+    shown = progress and run.dist.is_main
+    bar = progress_bar(run, shown)
     run.lm.train()
     start_step = run.progress.step
     last_dev = before_training(run, warm)
@@ -318,14 +346,14 @@ def train_loop(run: Run, warm: Optional[WarmStart], progress: bool) -> Dict[str,
         step = run.progress.step
         if step % t["log_every_steps"] == 0 or step == t["max_steps"]:
             record = log_metrics(run, learn_rate)
-            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_sec']:.0f}")
+            show_progress(bar, record, t["max_steps"], shown)
         if step % t["eval_every_steps"] == 0 and step < t["max_steps"]:
-            last_dev = evaluate(run) or last_dev
+            last_dev = finite_evaluation(run, learn_rate) or last_dev
         if checkpoint_due(run) and step < t["max_steps"]:
             save(run)
     bar.close()
     if run.progress.step > start_step:  # else a finished run was re-run: nothing new to record
-        last_dev = evaluate(run) or last_dev
+        last_dev = finite_evaluation(run, learn_rate) or last_dev
         save(run)
     run.dist.barrier()
     return {

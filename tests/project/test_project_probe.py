@@ -53,7 +53,8 @@ def test_probe_writes_every_layer_the_floor_and_the_chart(tmp_path, prepared_cor
     table = (tmp_path / "out" / "probe.md").read_text().splitlines()
     assert table[:2] == [probe.PROBE_HEADING, ""] and table[0].startswith("# ")  # a section of results.md
     assert table[2].startswith(f"The biLM probed: `{bilm_dir.as_posix()}`")
-    assert len(table) == 6 + 8 and table[6].startswith("| biLM: layer 0 (char CNN) |")
+    assert table[6].startswith("| biLM: layer 0 (char CNN) |") and table[13].startswith("| random biLM: average |")
+    assert len(table) == 6 + 8 + 3 + 2  # the rows, then how to read them: a line per task
     assert (tmp_path / "out" / "probe.png").stat().st_size > 1000
 
 
@@ -82,3 +83,20 @@ def test_the_probe_says_which_biLM_it_probed_and_its_legend_covers_no_bar(tmp_pa
     legend_box = axis.get_legend().get_window_extent()
     assert legend_box.y0 >= axis.get_window_extent().y1 - 1  # above the axes, over no bar
     plt.close("all")
+
+
+def test_the_probe_says_what_a_biLM_below_its_random_floor_means():
+    """The demo's 400-step biLM scored below the random-weight biLM on POS (72.7 vs 75.1) with no word."""
+    layers = {f"{who}: {layer}": 0.5 for who in ("biLM", "random biLM") for layer in probe.LAYER_NAMES}
+    pos = {**layers, "biLM: layer 1 (LSTM)": 0.727, "random biLM: layer 0 (char CNN)": 0.751}
+    ner = {**layers, "biLM: layer 2 (LSTM)": 0.6, "random biLM: average": 0.55}
+    lines = probe.meaning_lines({"POS accuracy (Brown)": pos, "NER token macro F1 (CoNLL dev)": ner})
+    assert lines[1] == probe.READING and "the floor" in probe.READING
+    assert lines[3].startswith(
+        "- POS accuracy (Brown): the biLM's best, layer 1 (LSTM) 72.7, is -2.4 points from the floor's best "
+        "(layer 0 (char CNN) 75.1): this biLM has learned no more than spelling gives"
+    )
+    assert lines[4] == (
+        "- NER token macro F1 (CoNLL dev): the biLM's best, layer 2 (LSTM) 60.0, is +5.0 points from the "
+        "floor's best (average 55.0)"
+    )

@@ -2,12 +2,14 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import srsly
 from experiment import training_summary
 from project_errors import ProjectDataError
-from report import investigation_lines, load_runs, load_speeds, markdown, pretrain_section
+from report_runs import load_runs
+from report_tables import investigation_lines, load_speeds, markdown, pretrain_section
 from search_table import adaptation_lines, search_lines
 
 from spacy_elmo.errors import ElmoOptionsError
@@ -103,7 +105,7 @@ def test_a_warm_started_biLM_counts_the_tokens_of_every_stretch(tmp_path):
 
 def test_the_probe_table_comes_into_results_md_under_its_own_heading(tmp_path):
     import probe
-    from report import other_sections
+    from report_tables import other_sections
 
     results = {"POS accuracy (Brown)": {"biLM: layer 0 (char CNN)": 0.9}}
     probed = "The biLM probed: `bilm`: 0.1M parameters, 2P = 16."
@@ -239,7 +241,7 @@ def target(lines, start):
 
 
 def test_the_level_target_says_by_how_much_it_is_missed_and_the_stretch():
-    import report
+    import report_runs
 
     lines = {}
     for f1 in (0.8840, 0.8950, 0.9020):
@@ -247,7 +249,7 @@ def test_the_level_target_says_by_how_much_it_is_missed_and_the_stretch():
             "ner_vectors_acc": three_seeds(0.8600, 0.88, "configs/search/ner_vectors_bilstm.cfg"),
             "ner_vectors_elmo_acc": three_seeds(f1, 0.90, "configs/search/ner_vectors_elmo_bilstm.cfg"),
         }
-        lines[f1] = report.target_lines(report.summarize(runs))
+        lines[f1] = report_runs.target_lines(report_runs.summarize(runs))
     level = "- `ner_vectors_elmo_acc` (F1, test): "
     assert target(lines[0.8840], level) == (
         level + "88.40; target: at least 89.00 (stretch: 90.15, the paper's baseline): "
@@ -261,14 +263,14 @@ def test_the_level_target_says_by_how_much_it_is_missed_and_the_stretch():
 
 
 def test_a_missed_margin_says_by_how_much_and_a_tie_is_no_gain():
-    import report
+    import report_runs
 
     runs = {
         "ner_cnn": three_seeds(0.8000, 0.82, "configs/ner_cnn.cfg"),
         "ner_vectors": three_seeds(0.8100, 0.83, "configs/ner_vectors.cfg"),
         "ner_elmo": three_seeds(0.8100, 0.83, "configs/ner_elmo.cfg"),
     }
-    lines = report.target_lines(report.summarize(runs))
+    lines = report_runs.target_lines(report_runs.summarize(runs))
     assert "- `ner_elmo` vs `ner_cnn` (F1, test): +1.00 points; target: better by at least 2.0 points: " in lines[0]
     assert lines[0].endswith("**MISSED** by 1.00 points")
     assert lines[1].endswith("+0.00 points; target: better at all: **MISSED** by 0.00 points")
@@ -286,7 +288,7 @@ def sentiment_runs(**tests_and_devs):
 
 
 def test_the_best_elmo_run_by_dev_must_beat_every_baseline_bag_of_words_included():
-    import report
+    import report_runs
 
     runs = sentiment_runs(
         sentiment_bow=(0.5150, 0.44),
@@ -298,7 +300,7 @@ def test_the_best_elmo_run_by_dev_must_beat_every_baseline_bag_of_words_included
         sentiment_vectors_elmo=(0.5160, 0.45),
         sentiment_vectors_elmo_acc=(0.5310, 0.47),
     )
-    line = target(report.target_lines(report.summarize(runs)), "- best sentiment run with ELMo")
+    line = target(report_runs.target_lines(report_runs.summarize(runs)), "- best sentiment run with ELMo")
     assert line == (
         "- best sentiment run with ELMo (highest mean dev of 3): `sentiment_vectors_elmo_acc` (test accuracy 53.10) "
         "vs every baseline: `sentiment_bow` +1.60, `sentiment_cnn` +4.10, `sentiment_vectors` +3.10, "
@@ -306,24 +308,24 @@ def test_the_best_elmo_run_by_dev_must_beat_every_baseline_bag_of_words_included
         "**MISSED** by 0.90 points (the strongest: `sentiment_vectors_acc`)"
     )
     runs = sentiment_runs(sentiment_bow=(0.5150, 0.44), sentiment_vectors_elmo_acc=(0.5400, 0.47))
-    line = target(report.target_lines(report.summarize(runs)), "- best sentiment run with ELMo")
+    line = target(report_runs.target_lines(report_runs.summarize(runs)), "- best sentiment run with ELMo")
     assert line.endswith(
         "`sentiment_bow` +2.50; target: better than each by at least 2.0 points: **met** "
         "(the strongest: `sentiment_bow`)"
     )
     # no baseline yet (or no ELMo run): no line
     runs = sentiment_runs(sentiment_vectors_elmo_acc=(0.5400, 0.47))
-    assert not [line for line in report.target_lines(report.summarize(runs)) if line.startswith("- best")]
+    assert not [line for line in report_runs.target_lines(report_runs.summarize(runs)) if line.startswith("- best")]
 
 
 def test_the_chosen_runs_name_their_candidate_in_the_table():
-    import report
+    import report_runs
 
     runs = {
         "ner_vectors": three_seeds(0.8400, 0.86, "configs/ner_vectors.cfg"),
         "ner_vectors_elmo_acc": three_seeds(0.8900, 0.91, "configs/search/ner_vectors_elmo_bilstm_both.cfg"),
     }
-    text = markdown(report.summarize(runs), runs, [], "t")
+    text = markdown(report_runs.summarize(runs), runs, [], "t")
     row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors_elmo_acc`"))
     assert row.startswith(
         "| `ner_vectors_elmo_acc` | chosen task model (dev search) + static vectors + ELMo (the paper's setup): "
@@ -333,7 +335,7 @@ def test_the_chosen_runs_name_their_candidate_in_the_table():
     assert "| CNN tok2vec + en_core_web_md static vectors | 84.00 ± 1.00 |" in row
     # today's pair chosen: the chosen rows say so; today's own rows stay as they are
     runs["ner_vectors_acc"] = three_seeds(0.8400, 0.86, "configs/ner_vectors.cfg")
-    text = markdown(report.summarize(runs), runs, [], "t")
+    text = markdown(report_runs.summarize(runs), runs, [], "t")
     row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors_acc`"))
     assert "static vectors: `efficiency`, today's efficiency tok2vec (width 96, depth 4), today's head |" in row
     row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors`"))
@@ -342,13 +344,13 @@ def test_the_chosen_runs_name_their_candidate_in_the_table():
 
 def test_a_run_whose_seeds_trained_different_configs_is_refused():
     import pytest
-    import report
+    import report_runs
     from project_errors import ProjectDataError
 
     seeds = three_seeds(0.89, 0.91, "configs/search/ner_vectors_elmo_bilstm.cfg")
     seeds[2]["config"] = "configs/search/ner_vectors_elmo_acc.cfg"  # the choice changed after two seeds
     with pytest.raises(ProjectDataError, match="ner_vectors_elmo_acc: its seeds trained different configs") as error:
-        report.summarize({"ner_vectors_elmo_acc": seeds})
+        report_runs.summarize({"ner_vectors_elmo_acc": seeds})
     assert (
         "configs/search/ner_vectors_elmo_bilstm.cfg: seeds 0, 1; configs/search/ner_vectors_elmo_acc.cfg: seeds 2"
         in str(error.value)
@@ -429,9 +431,9 @@ def one_seed_runs(tmp_path):
 
 def test_a_reduced_runs_report_judges_no_target_and_says_what_its_figures_mean(tmp_path):
     """The demo (one seed, reduced data and budget) printed MISSED for 8 of 9 targets."""
-    import report
+    import report_runs
 
-    summary = report.summarize(load_runs(one_seed_runs(tmp_path)))
+    summary = report_runs.summarize(load_runs(one_seed_runs(tmp_path)))
     full = markdown(summary, {}, [], "t")
     assert "**MISSED** by" in full  # the same figures judged, as the full run's report does
     reduced = markdown(summary, {}, [], "t", reduced=True)
@@ -443,9 +445,10 @@ def test_a_reduced_runs_report_judges_no_target_and_says_what_its_figures_mean(t
 
 
 def test_the_sentiment_table_names_its_best_dev_metric(tmp_path):
-    import report
+    import report_runs
+    import report_tables
 
-    lines = report.sentiment_table_lines(report.summarize(load_runs(one_seed_runs(tmp_path))), None)
+    lines = report_tables.sentiment_table_lines(report_runs.summarize(load_runs(one_seed_runs(tmp_path))), None)
     header = next(line for line in lines if line.startswith("| config"))
     assert "| best dev macro F1 |" in header  # spaCy's cats_score: macro F1 for exclusive classes
 
@@ -470,12 +473,13 @@ def test_the_score_bars_show_their_values_on_an_axis_where_a_small_gap_shows(tmp
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import report
+    import report_plots
+    import report_runs
     from matplotlib.container import ErrorbarContainer
 
-    summary = report.summarize(load_runs(one_seed_runs(tmp_path)))  # NER: 64 and 66
+    summary = report_runs.summarize(load_runs(one_seed_runs(tmp_path)))  # NER: 64 and 66
     fig, ax = plt.subplots()
-    report.score_bars(ax, summary, report.NER_RUNS, "f1", "F1")
+    report_plots.score_bars(ax, summary, report_runs.NER_RUNS, "f1", "F1")
     low, high = ax.get_ylim()
     assert 50 <= low < 64 and 66 < high <= 70  # a 2-point gap is a sixth of the axis or more
     assert (66 - 64) / (high - low) >= 1 / 6
@@ -483,9 +487,9 @@ def test_the_score_bars_show_their_values_on_an_axis_where_a_small_gap_shows(tmp
     assert ax.get_ylabel() == f"F1 (axis from {low:g})"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["without ELMo", "with ELMo"]
     assert not any(isinstance(container, ErrorbarContainer) for container in ax.containers)
-    three = report.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
+    three = report_runs.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
     fig, ax = plt.subplots()
-    report.score_bars(ax, three, report.NER_RUNS, "f1", "F1")
+    report_plots.score_bars(ax, three, report_runs.NER_RUNS, "f1", "F1")
     assert any(isinstance(container, ErrorbarContainer) for container in ax.containers)  # seeds: their spread
     assert ax.get_ylim()[1] >= 81  # room above the error bar
     plt.close("all")
@@ -493,25 +497,99 @@ def test_the_score_bars_show_their_values_on_an_axis_where_a_small_gap_shows(tmp
 
 def test_the_table_note_says_one_seed_where_every_run_has_one(tmp_path):
     """ "Mean ± sample standard deviation over seeds" was printed under tables of one seed."""
-    import report
+    import report_runs
+    import report_tables
 
-    one = report.summarize(load_runs(one_seed_runs(tmp_path)))
-    assert report.seeds_note(one).startswith("One seed per run")
+    one = report_runs.summarize(load_runs(one_seed_runs(tmp_path)))
+    assert report_tables.seeds_note(one).startswith("One seed per run")
     assert "over seeds" not in markdown(one, {}, [], "t", reduced=True)
-    three = report.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
-    assert report.seeds_note(three) == "Mean ± sample standard deviation over seeds."
+    three = report_runs.summarize({"ner_cnn": three_seeds(0.8, 0.82, "configs/ner_cnn.cfg")})
+    assert report_tables.seeds_note(three) == "Mean ± sample standard deviation over seeds."
 
 
 def test_a_task_without_runs_gets_no_empty_table_or_panel(tmp_path):
     """The demo (NER only) showed an empty sentiment table and an empty sentiment panel."""
-    import report
+    import report_plots
+    import report_runs
+    import report_tables
 
-    summary = report.summarize(
+    summary = report_runs.summarize(
         {name: records for name, records in load_runs(one_seed_runs(tmp_path)).items() if name.startswith("ner")}
     )
-    assert report.sentiment_table_lines(summary, None) == []
-    written = report.plots(summary, {}, None, tmp_path)
+    assert report_tables.sentiment_table_lines(summary, None) == []
+    written = report_plots.plots(summary, {}, None, tmp_path)
     import matplotlib.image
 
     height, width, _ = matplotlib.image.imread(written[0]).shape
     assert width < 1.5 * height  # one panel, not two
+
+
+def with_speed(records, words_per_second):
+    """The records with `spacy evaluate`'s speed in their test scores, as experiment keeps them."""
+    for record in records:
+        record["test"]["speed"] = words_per_second
+    return records
+
+
+def test_without_a_speed_record_each_score_shows_its_words_per_second_from_evaluate():
+    """The demo report showed ELMo's F1 gain but not its price (791 words/s against 6,999)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import report_plots
+    import report_runs
+
+    runs = {
+        "ner_vectors": with_speed([scored(0, 0.72, 0.7, "configs/ner_vectors.cfg")], 6999.4),
+        "ner_vectors_elmo": with_speed([scored(0, 0.77, 0.75, "configs/ner_vectors_elmo.cfg")], 791.2),
+    }
+    summary = report_runs.summarize(runs)
+    rows = [line for line in markdown(summary, runs, [], "t").splitlines() if line.startswith("| ")]
+    assert rows[0].startswith("| config | token representation | test F1 | words/s | P |")
+    assert rows[1].startswith("| `ner_vectors` | ") and "| 72.00 | 6,999 | 72.00 |" in rows[1]
+    assert "| 77.00 | 791 | 77.00 |" in rows[2]
+    assert "words/s: what `spacy evaluate` measured" in markdown(summary, runs, [], "t")
+    fig, ax = plt.subplots()
+    report_plots.score_bars(ax, summary, report_runs.NER_RUNS, "f1", "F1", report_runs.words_per_second(summary))
+    assert sorted(text.get_text() for text in ax.texts) == ["72.00\n6,999 words/s", "77.00\n791 words/s"]
+    plt.close("all")
+
+
+def test_a_reduced_runs_headings_do_not_call_its_slice_the_whole_test_split(tmp_path):
+    """The demo's heading said "test = testb" over a 2,000-sentence slice."""
+    import report_runs
+
+    summary = report_runs.summarize(load_runs(one_seed_runs(tmp_path)))
+    assert "test = testb" in markdown(summary, {}, [], "t")
+    reduced = markdown(summary, {}, [], "t", reduced=True)
+    assert "test = testb" not in reduced and "## NER: CoNLL-2003 English (a slice of testb" in reduced
+    assert "(a slice of the test split of the seeded 80/10/10 split)" in reduced
+
+
+def test_a_curve_ending_above_its_lowest_dev_perplexity_says_which_weights_are_kept(tmp_path):
+    """The demo's curve ended at 365 above its best 338 with no word on which biLM was kept."""
+    bilm_dir = tmp_path / "bilm"
+    bilm_dir.mkdir()
+    records = [{"step": 400, "loss": 5.0, "elapsed": 60.0}]
+    records += [{"step": step, "dev_perplexity": ppl} for step, ppl in ((200, 400.0), (300, 338.0), (400, 365.0))]
+    (bilm_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    lines, _ = pretrain_section(bilm_dir)
+    assert "- dev perplexity at the end: 365.0; the lowest was 338.0 at step 300: the biLM kept is the last" in next(
+        line for line in lines if line.startswith("- dev perplexity")
+    )
+    (bilm_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records[:3]))
+    assert "- dev perplexity at the end: 338.0" in pretrain_section(bilm_dir)[0]  # its lowest: nothing to say
+
+
+def test_the_biLM_section_says_when_the_scores_read_another_biLM(tmp_path):
+    """The demo's tasks read the bundled biLM while its biLM section shows the small demo biLM."""
+    import report_runs
+
+    bundled = ["--paths.elmo_options", "bundled/options.json", "--paths.elmo_weights", "bundled/weights.hdf5"]
+    runs = {"ner_vectors_elmo": [scored(0, 0.77, 0.75, "configs/ner_vectors_elmo.cfg")]}
+    runs["ner_vectors_elmo"][0]["overrides"] = bundled
+    summary = report_runs.summarize(runs)
+    text = markdown(summary, runs, [], "t", bilm_dir=tmp_path / "demo_bilm")
+    assert "The scores above read the biLM in `bundled` (the ELMo runs' `--paths.elmo_weights`)" in text
+    assert "The scores above read" not in markdown(summary, runs, [], "t", bilm_dir=Path("bundled"))

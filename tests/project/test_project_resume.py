@@ -47,6 +47,22 @@ def run(
     )
 
 
+@pytest.fixture(scope="module")
+def finished_tiny_seed(prepared_corpora, tmp_path_factory) -> Path:
+    """One finished seed of ner_cnn.cfg, 2 steps: what several tests start from, trained once here
+    (a `spacy train` process each) and copied into each test's folder by ``finished_seed``."""
+    root = tmp_path_factory.mktemp("finished")
+    run(prepared_corpora, root, "ner_cnn.cfg", 2)
+    return root
+
+
+def finished_seed(trained: Path, tmp_path: Path) -> Path:
+    """A copy of ``finished_tiny_seed``'s run in TMP_PATH, as ``run`` would leave it: its metrics file."""
+    for folder in ("training", "metrics"):
+        shutil.copytree(trained / folder, tmp_path / folder)
+    return tmp_path / "metrics" / "tiny" / "seed0.json"
+
+
 def killed_after_first_stretch(corpus, tmp_path, monkeypatch, config, steps, extra=()) -> Path:
     """Train until `steps`, then 'kill' before the seed's training is recorded as finished."""
 
@@ -237,8 +253,10 @@ def superseded_items(folder: Path) -> List[Path]:
     return sorted((folder / "superseded").glob("*/*"))
 
 
-def test_a_finished_seed_trained_on_other_files_is_moved_aside_and_trained_again(prepared_corpora, tmp_path, capsys):
-    metrics_file = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+def test_a_finished_seed_trained_on_other_files_is_moved_aside_and_trained_again(
+    prepared_corpora, finished_tiny_seed, tmp_path, capsys
+):
+    metrics_file = finished_seed(finished_tiny_seed, tmp_path)
     record = json.loads(metrics_file.read_text())
     assert record["inputs"] == {}  # no --paths.* override names a file here
     record["inputs"] = {"paths.elmo_weights": "0" * 64}  # as if trained on a biLM since pretrained again
@@ -252,8 +270,10 @@ def test_a_finished_seed_trained_on_other_files_is_moved_aside_and_trained_again
     assert old_dir.name == "seed0" and (old_dir / "model-best").is_dir()  # kept, not deleted
 
 
-def test_a_record_from_before_inputs_were_recorded_is_kept_with_a_note(prepared_corpora, tmp_path, monkeypatch, capsys):
-    metrics_file = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+def test_a_record_from_before_inputs_were_recorded_is_kept_with_a_note(
+    prepared_corpora, finished_tiny_seed, tmp_path, monkeypatch, capsys
+):
+    metrics_file = finished_seed(finished_tiny_seed, tmp_path)
     record = json.loads(metrics_file.read_text())
     del record["inputs"]
     metrics_file.write_text(json.dumps(record))
@@ -298,9 +318,11 @@ def test_setting_aside_twice_in_one_second_keeps_both(tmp_path):
     assert not seed.exists()
 
 
-def test_a_finished_seed_of_another_config_is_moved_aside_and_trained_again(prepared_corpora, tmp_path, capsys):
+def test_a_finished_seed_of_another_config_is_moved_aside_and_trained_again(
+    prepared_corpora, finished_tiny_seed, tmp_path, capsys
+):
     """A run re-pointed at another config (a new dev-search choice) trains its seeds again."""
-    metrics_file = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    metrics_file = finished_seed(finished_tiny_seed, tmp_path)
     record = json.loads(metrics_file.read_text())
     record["config"] = str(REPO / "configs" / "ner_vectors.cfg")
     metrics_file.write_text(json.dumps(record))
@@ -357,9 +379,11 @@ def no_training(*args, **kwargs):
     raise AssertionError("trained although the same run was scored")
 
 
-def test_the_same_run_under_another_name_is_recorded_without_training(prepared_corpora, tmp_path, monkeypatch, capsys):
+def test_the_same_run_under_another_name_is_recorded_without_training(
+    prepared_corpora, finished_tiny_seed, tmp_path, monkeypatch, capsys
+):
     """--same-as: NER's chosen baseline (efficiency_both's) is ner_vectors' very config and data."""
-    source = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    source = finished_seed(finished_tiny_seed, tmp_path)
     record = json.loads(source.read_text())
     assert set(record["data"]) == {"train", "dev", "test"} and record["data"]["test"] is None
     with monkeypatch.context() as patch:
@@ -377,13 +401,16 @@ def test_the_same_run_under_another_name_is_recorded_without_training(prepared_c
     [
         (lambda r: r.update(overrides=r["overrides"][:-2] + ["--training.max_steps", "4"]), "overrides"),
         (lambda r: r.update(config=str(REPO / "configs" / "ner_vectors.cfg")), "config"),
-        (lambda r: r["data"].update(train="0" * 64), "train data"),
-        (lambda r: r.update(gold_preproc=True), "gold_preproc"),
-        (lambda r: r.update(test={"ents_f": 0.5}), "scored on test"),
+        # each trains the twin (a `spacy train` process): the default run checks two, `make test-slow` all
+        pytest.param(lambda r: r["data"].update(train="0" * 64), "train data", marks=pytest.mark.slow),
+        pytest.param(lambda r: r.update(gold_preproc=True), "gold_preproc", marks=pytest.mark.slow),
+        pytest.param(lambda r: r.update(test={"ents_f": 0.5}), "scored on test", marks=pytest.mark.slow),
     ],
 )
-def test_another_run_under_the_same_as_name_is_not_copied(prepared_corpora, tmp_path, capsys, change, named):
-    source = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+def test_another_run_under_the_same_as_name_is_not_copied(
+    prepared_corpora, finished_tiny_seed, tmp_path, capsys, change, named
+):
+    source = finished_seed(finished_tiny_seed, tmp_path)
     record = json.loads(source.read_text())
     change(record)
     source.write_text(json.dumps(record))
@@ -394,9 +421,9 @@ def test_another_run_under_the_same_as_name_is_not_copied(prepared_corpora, tmp_
 
 
 def test_a_same_as_record_from_before_data_was_recorded_is_taken_at_its_word(
-    prepared_corpora, tmp_path, monkeypatch, capsys
+    prepared_corpora, finished_tiny_seed, tmp_path, monkeypatch, capsys
 ):
-    source = run(prepared_corpora, tmp_path, "ner_cnn.cfg", 2)
+    source = finished_seed(finished_tiny_seed, tmp_path)
     record = json.loads(source.read_text())
     del record["data"]
     source.write_text(json.dumps(record))

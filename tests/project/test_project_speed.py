@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import report
+import report_runs
+import report_tables
 import spacy
 from spacy.tokens import Doc, DocBin, Span
 from spacy.util import load_config, load_model_from_config
@@ -80,7 +81,7 @@ def test_every_ner_run_is_timed_in_one_run_and_written(trained, tmp_path, capsys
     printed = capsys.readouterr().out
     assert printed.startswith("CPU: ") and "| ner_elmo | int8 |" in printed
     # The report reads what the benchmark wrote.
-    assert report.load_speeds(output.parent)["ner"] == record
+    assert report_tables.load_speeds(output.parent)["ner"] == record
 
 
 def test_elmo_is_timed_with_its_output_cache_off(trained):
@@ -152,7 +153,7 @@ def test_without_trained_pipelines_each_run_is_built_from_its_record_and_timed_u
     assert cnn["words_per_second_trained"] > 0 and elmo["words_per_second_trained"] > 0
     assert gone["words_per_second"] > 0 and "words_per_second_trained" not in gone
     assert "| ner_gone | - | 1000 |" in capsys.readouterr().out
-    note = report.speed_note(record)
+    note = report_tables.speed_note(record)
     assert f"initialized on `{train}`, untrained (the trained pipelines were gone" in note
     assert f"`ner_cnn` {cnn['words_per_second_trained']:,.0f} trained against {cnn['words_per_second']:,.0f}" in note
 
@@ -217,7 +218,7 @@ SENTIMENT_HEADER = "| config | token representation | test accuracy | macro F1 |
 
 def results_md(speeds) -> str:
     runs = {"ner_cnn": [ner_record(0.8)], "ner_elmo": [ner_record(0.85)], "sentiment_bow": [sentiment_record(0.5)]}
-    return report.markdown(report.summarize(runs), runs, [], "t", speeds=speeds)
+    return report_tables.markdown(report_runs.summarize(runs), runs, [], "t", speeds=speeds)
 
 
 def test_the_report_puts_words_per_second_beside_the_score_and_says_how_it_was_measured():
@@ -243,19 +244,19 @@ def test_without_speed_records_the_tables_are_unchanged(tmp_path):
         "| `ner_cnn` | CNN tok2vec | 80.00 | 80.00 | 80.00 | 0.00 | 0.00 | 0.00 | 0.00 | 80.00 | 3 | 200 | 1.0 | 1 |"
         in text
     )
-    assert report.load_speeds(tmp_path) == {}
+    assert report_tables.load_speeds(tmp_path) == {}
 
 
 def test_a_run_recorded_from_another_shows_its_runs_and_their_words_per_second():
     """ner_vectors_acc recorded from ner_cnn here (experiment --same-as): no pipeline of its own."""
     runs = {"ner_cnn": [ner_record(0.8)], "ner_vectors_acc": [{**ner_record(0.8), "same_as": "ner_cnn"}]}
-    text = report.markdown(report.summarize(runs), runs, [], "t", speeds={"ner": SPEED_NER})
+    text = report_tables.markdown(report_runs.summarize(runs), runs, [], "t", speeds={"ner": SPEED_NER})
     row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors_acc`"))
     assert row.startswith(
         "| `ner_vectors_acc` | chosen task model (dev search) + en_core_web_md static vectors "
         "(the same runs as `ner_cnn`: its config and data) | 80.00 | 11,992 |"
     )
     runs["ner_vectors_acc"].append(ner_record(0.8))  # a seed trained for itself: not all from ner_cnn
-    text = report.markdown(report.summarize(runs), runs, [], "t", speeds={"ner": SPEED_NER})
+    text = report_tables.markdown(report_runs.summarize(runs), runs, [], "t", speeds={"ner": SPEED_NER})
     row = next(line for line in text.splitlines() if line.startswith("| `ner_vectors_acc`"))
     assert "the same runs as" not in row and "| 80.00 ± 0.00 | - |" in row
