@@ -12,7 +12,7 @@ TORCH_VERSION ?= 2.13.0
 TORCH_PIP_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup lint test test-slow demo embed-sample bench bench-bf16 bench-pipelines clean
+.PHONY: setup lint test test-slow test-floors demo embed-sample bench bench-bf16 bench-pipelines clean
 
 setup: $(VENV)/.installed
 
@@ -37,6 +37,12 @@ test: lint
 
 test-slow: setup
 	$(PY) -m pytest tests -m slow --durations=15 $(PYTEST_ARGS)
+
+# setup.py's floors tested: on each Python its range covers that this machine has, a fresh
+# environment with the oldest requirements it allows, then a subset of the fast tests (.ci/floors
+# says which). Not in CI: torch's wheels from the package registry are multi-GB CUDA builds.
+test-floors:
+	TORCH_PIP_ARGS="$(TORCH_PIP_ARGS)" .ci/floors
 
 demo: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m spacy project run demo

@@ -12,7 +12,7 @@ setup(
     long_description=Path("README.md").read_text(encoding="utf8"),
     long_description_content_type="text/markdown",
     license="MIT",
-    python_requires=">=3.9",
+    python_requires=">=3.10",
     # The bundled biLM's folder is a data package of its own (no __init__.py), declared
     # as one so that setuptools keeps shipping it (older versions only warn when it is not).
     packages=find_packages(include=["spacy_elmo", "spacy_elmo.*"]) + ["spacy_elmo.data.default_bilm"],
@@ -28,14 +28,22 @@ setup(
     # confection, srsly, typer and tqdm come with spaCy anyway; they are named because the
     # library imports them itself (the config errors, saved files, the CLI, embed's progress bar).
     install_requires=[
-        "torch>=2.5",
-        "spacy>=3.8,<3.9",
+        "torch>=2.5; python_version < '3.13'",
+        "torch>=2.6; python_version >= '3.13'",  # torch 2.5's torch.save fails on Python 3.13
+        # The floors below are what `make test-floors` installs and tests (.ci/floors): spaCy 3.8.0
+        # and 3.8.1 need thinc < 8.3, thinc 8.3.0 needs numpy 2.0, h5py reads numpy 2 from 3.11, and typer
+        # before 0.29 fails tests/test_cli_help.py (typer 0.29 needs Python 3.10, hence python_requires).
+        "spacy>=3.8.2,<3.9",
         "thinc>=8.3,<8.4",
-        "numpy>=1.21",
-        "confection>=0.0.1",
-        "srsly>=2.4",
-        "typer>=0.9",
-        "h5py>=3.0",
+        "numpy>=2.0",
+        "confection>=0.1.5",
+        "srsly>=2.4.3",
+        "typer>=0.29",
+        # spaCy before 3.8.15 imports click without declaring it, and typer 0.29 no longer brings it.
+        "click>=8.2.1",
+        "h5py>=3.11",
+        # The lock beside an output where there is no fcntl (Windows).
+        "filelock>=3.0.12",
         "tqdm>=4.60",
     ],
     extras_require={

@@ -40,7 +40,7 @@ from machine import header, matmul_ceiling, median_seconds
 
 from spacy_elmo.bilm import ElmoBiLM, batch_char_ids, preset
 from spacy_elmo.bilm.char_encoder import CNN_CHUNK_TOKENS, PAD_ID
-from spacy_elmo.bilm.elmo_bilm import length_batches
+from spacy_elmo.bilm.id_batches import length_batches
 from spacy_elmo.bilm.precision import FORCE_BF16_ENV, native_cpu_bf16
 
 ROOT = Path(__file__).parent.parent

@@ -46,7 +46,8 @@ from spacy.cli._util import parse_config_overrides
 from spacy.training.initialize import init_nlp
 from spacy.util import load_config
 
-from spacy_elmo.file_safety import atomic_path, read_json
+from spacy_elmo.files.atomic import atomic_path
+from spacy_elmo.files.json_files import read_json
 
 
 def pipeline_path(training_dir: Path, run: str, seed: int) -> Path:

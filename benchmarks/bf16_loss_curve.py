@@ -25,7 +25,7 @@ from typing import Dict, List
 
 from machine import cpu_model
 
-from spacy_elmo.file_safety import read_jsonl
+from spacy_elmo.files.json_files import read_jsonl
 
 
 def run_pretrain(args, precision: str, seed: int) -> Path:

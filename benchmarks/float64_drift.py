@@ -25,7 +25,7 @@ import numpy
 import torch
 
 from spacy_elmo.bilm import ElmoBiLM
-from spacy_elmo.bilm.elmo_bilm import sentence_layers
+from spacy_elmo.bilm.id_batches import sentence_layers
 from spacy_elmo.bilm.windows import strided_windows
 from spacy_elmo.layers.bilm_layer import DEFAULT_MAX_SEGMENT_LENGTH
 from spacy_elmo.loaders import DEFAULT_BILM_DIR

@@ -39,7 +39,8 @@ from pretrain_corpus import eval_keys, make_nlp, match_key
 from project_errors import ProjectDataError
 
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.file_safety import iter_utf8_lines, require_file
+from spacy_elmo.files.paths import require_file
+from spacy_elmo.files.text_lines import iter_utf8_lines
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 

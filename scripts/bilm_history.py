@@ -19,7 +19,7 @@ import typer
 from confection import Config
 from project_errors import ProjectDataError
 
-from spacy_elmo.file_safety import read_json
+from spacy_elmo.files.json_files import read_json
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 

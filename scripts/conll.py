@@ -32,7 +32,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.training import biluo_tags_to_spans, iob_to_biluo
 from tqdm import tqdm
 
-from spacy_elmo.file_safety import file_sha256
+from spacy_elmo.files.hashing import file_sha256
 
 DOCSTART = "-DOCSTART-"
 SPLITS = ("train", "dev", "test")

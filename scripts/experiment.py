@@ -49,7 +49,8 @@ import resume_training
 import typer
 from project_errors import ProjectDataError
 
-from spacy_elmo.file_safety import file_sha256, read_json, read_jsonl, write_json_atomic
+from spacy_elmo.files.hashing import file_sha256
+from spacy_elmo.files.json_files import read_json, read_jsonl, write_json_atomic
 
 if TYPE_CHECKING:  # spaCy and torch load only when a pipeline is read
     from spacy_elmo.pipeline.elmo import ElmoComponent

@@ -39,7 +39,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 import typer
 from project_errors import FetchError
 
-from spacy_elmo.file_safety import file_sha256
+from spacy_elmo.files.hashing import file_sha256
 
 MANIFEST = ".fetch.json"
 CLIENTS = {"pypi": "pip download", "npm": "npm pack", "debian": "apt-get download"}

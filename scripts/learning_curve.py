@@ -31,7 +31,7 @@ import typer
 from experiment import parse_seeds, run_seed
 from project_errors import ProjectDataError
 
-from spacy_elmo.file_safety import read_json
+from spacy_elmo.files.json_files import read_json
 from spacy_elmo.formats.bilm_dir import OPTIONS_NAME, WEIGHTS_NAME
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)

@@ -32,7 +32,7 @@ from project_errors import ProjectDataError
 from spacy.tokens import DocBin
 
 from spacy_elmo.bilm import ElmoBiLM
-from spacy_elmo.file_safety import write_text_atomic
+from spacy_elmo.files.atomic import write_text_atomic
 from spacy_elmo.loaders import DEFAULT_BILM_DIR
 from spacy_elmo.pretrain.target_vectors import load_spacy_vectors
 

@@ -11,7 +11,7 @@ from project_errors import ProjectDataError
 from search_table import CANDIDATES, chosen_candidate
 from sentiment import FINE_LABELS as SENTIMENT_LABELS
 
-from spacy_elmo.file_safety import read_json
+from spacy_elmo.files.json_files import read_json
 
 # -- What this project ran and compares with: the one place to change when a run is added,
 # renamed (its NAME in project.yml's train-* commands) or the setup changes. --

@@ -24,7 +24,7 @@ from search_table import adaptation_lines, is_search_run, search_lines
 from ship import earlier_totals, warm_start_provenance
 
 from spacy_elmo.bilm.options import ElmoOptions
-from spacy_elmo.file_safety import read_json, read_jsonl
+from spacy_elmo.files.json_files import read_json, read_jsonl
 from spacy_elmo.formats.bilm_dir import OPTIONS_NAME
 from spacy_elmo.pretrain.outputs import CONFIG_NAME, METRICS_NAME
 

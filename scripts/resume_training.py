@@ -76,7 +76,8 @@ from typing import Any, Dict, List, Optional
 import typer
 from project_errors import ProjectDataError
 
-from spacy_elmo.file_safety import move_dir, read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
+from spacy_elmo.files.atomic import move_dir
+from spacy_elmo.files.json_files import read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 STATE_FILE = "resume.json"
 LOG_FILE = "log.jsonl"

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from experiment import training_minutes
 from project_errors import ProjectDataError
 
-from spacy_elmo.file_safety import read_json
+from spacy_elmo.files.json_files import read_json
 
 Records = Dict[str, List[Dict[str, Any]]]
 

@@ -40,7 +40,7 @@ from project_errors import ProjectDataError
 from spacy.tokens import Doc, DocBin
 from tqdm import tqdm
 
-from spacy_elmo.file_safety import file_sha256
+from spacy_elmo.files.hashing import file_sha256
 
 FINE_LABELS = ("very_negative", "negative", "neutral", "positive", "very_positive")
 BINARY_OF = {"very_negative": "negative", "negative": "negative", "positive": "positive", "very_positive": "positive"}

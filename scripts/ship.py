@@ -28,7 +28,9 @@ from confection import Config
 from project_errors import ProjectDataError
 
 from spacy_elmo.bilm import ElmoBiLM
-from spacy_elmo.file_safety import file_sha256, move_dir, read_json, read_jsonl
+from spacy_elmo.files.atomic import move_dir
+from spacy_elmo.files.hashing import file_sha256
+from spacy_elmo.files.json_files import read_json, read_jsonl
 from spacy_elmo.formats.bilm_dir import OPTIONS_NAME, WEIGHTS_NAME
 from spacy_elmo.pretrain.outputs import CONFIG_NAME, METRICS_NAME, SOFTMAX_NAME, VOCAB_NAME
 

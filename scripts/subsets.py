@@ -20,7 +20,8 @@ import typer
 from project_errors import ProjectDataError
 from spacy.tokens import Doc, DocBin
 
-from spacy_elmo.file_safety import file_sha256, read_json, write_json_atomic
+from spacy_elmo.files.hashing import file_sha256
+from spacy_elmo.files.json_files import read_json, write_json_atomic
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
 

@@ -2,10 +2,22 @@
 
 from typing import Any
 
+from . import bilm_files
 from .about import __version__
 from .errors import ElmoError, ElmoOptionsError, ElmoWeightsError
 
 __all__ = ["ElmoBiLM", "ElmoOptions", "ElmoError", "ElmoOptionsError", "ElmoWeightsError", "__version__"]
+
+
+def _network_files() -> Any:
+    # The formats build on the network and it may not import them: their entry points are
+    # handed to it here, above both, and imported when first used (see bilm_files.py).
+    from .formats import network_files
+
+    return network_files
+
+
+bilm_files.provide(_network_files)
 
 
 def __getattr__(name: str) -> Any:

@@ -80,3 +80,16 @@ class ElmoSavedPipelineError(ElmoError):
 
 class PretrainDivergedError(ElmoError):
     """Pretraining whose loss or weights stopped being finite: stopped, the last good checkpoint kept."""
+
+
+# What h5py raises reading a damaged file: OSError, and for damaged metadata also
+# RuntimeError ("Object visitation failed"), KeyError ("Unable to synchronously open
+# object"), ValueError, TypeError. Caught only around reads of a file (and after our
+# own errors, which are ValueErrors).
+HDF5_READ_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError)
+
+
+def one_line_reason(err: BaseException) -> str:
+    """The first line of an exception's message (its type where it has none)."""
+    text = str(err).strip().strip("'\"").strip()
+    return text.splitlines()[0] if text else type(err).__name__

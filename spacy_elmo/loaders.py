@@ -16,7 +16,7 @@ from spacy.util import registry
 
 from .bilm import ElmoBiLM
 from .errors import ElmoError, ElmoFileNotFoundError, ElmoNoWeightsError
-from .file_safety import require_file
+from .files.paths import require_file
 from .formats.bilm_dir import WEIGHTS_NAME, check_bilm_dir
 from .formats.bilm_tf import BILM_DIR_HINT
 

@@ -98,7 +98,7 @@ def test_stateless_vectors_do_not_depend_on_batch():
 
 def test_stateless_batching_of_many_sentences(monkeypatch):
     """More sentences than one internal batch holds: results still in input order."""
-    import spacy_elmo.bilm.elmo_bilm as model_module
+    import spacy_elmo.bilm.id_batches as model_module
 
     monkeypatch.setattr(model_module, "MAX_BATCH_ROWS", 2)
     model = tiny_bilm(seed=5)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.cli import app, embed_writer
 from spacy_elmo.cli import embed as embed_module
-from spacy_elmo.file_safety import arrays_sha256
+from spacy_elmo.files.hashing import arrays_sha256
 
 from .conftest import crash_embed_on_batch, tiny_bilm
 

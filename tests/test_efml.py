@@ -18,8 +18,9 @@ from elmoformanylangs.frontend import create_one_batch  # noqa: E402
 
 from spacy_elmo.bilm import ElmoBiLM  # noqa: E402
 from spacy_elmo.errors import ElmoError, ElmoFileNotFoundError, ElmoWeightsError  # noqa: E402
-from spacy_elmo.formats.efml import read_dictionary, read_network_config  # noqa: E402
+from spacy_elmo.formats.efml import read_network_config  # noqa: E402
 from spacy_elmo.formats.efml_configs import PACKAGED_CONFIGS  # noqa: E402
+from spacy_elmo.formats.efml_dictionaries import read_dictionary  # noqa: E402
 
 from .efml_models import SENTENCES, efml_fresh, make_efml_dir  # noqa: E402
 

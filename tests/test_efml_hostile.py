@@ -14,8 +14,8 @@ pytest.importorskip("elmoformanylangs")  # make_efml_dir builds models with EFML
 
 from spacy_elmo.bilm import ElmoBiLM  # noqa: E402
 from spacy_elmo.errors import ElmoOptionsError, ElmoWeightsError  # noqa: E402
-from spacy_elmo.formats.efml import read_state_dict  # noqa: E402
 from spacy_elmo.formats.efml_configs import packaged_config  # noqa: E402
+from spacy_elmo.formats.efml_state_dicts import read_state_dict  # noqa: E402
 
 from .efml_models import make_efml_dir  # noqa: E402
 
@@ -202,3 +202,27 @@ def test_a_tensor_that_is_not_dense_cpu_data_is_named(tmp_path, kind, make, name
         ElmoBiLM.from_efml(model_dir)
     message = _one_line(err)
     assert message.startswith(f"{path}: entry '{key}' is a {kind} tensor"), message
+
+
+def _append_second_copy(path):
+    """A crafted .pkl: its first tensor member written again under the same name, zeros
+    instead of its values, with a valid CRC-32 (``zipfile`` only warns). The member's name."""
+    with zipfile.ZipFile(path) as archive:
+        name = next(i.filename for i in archive.infolist() if "/data/" in i.filename)
+        size = archive.getinfo(name).file_size
+    with pytest.warns(UserWarning, match="Duplicate name"), zipfile.ZipFile(path, "a") as archive:
+        archive.writestr(zipfile.ZipInfo(name), bytes(size))  # stored, as torch.save writes them
+    return name
+
+
+def test_a_second_member_of_the_same_name_is_refused_naming_it(tmp_path):
+    """torch.load reads the last copy without a word (issue 76, item 15)."""
+    model_dir = make_efml_dir(tmp_path / "m", 34, scale=0.4)
+    path = model_dir / "encoder.pkl"
+    name = _append_second_copy(path)
+    with pytest.raises(ElmoWeightsError) as err:
+        ElmoBiLM.from_efml(model_dir)
+    assert _one_line(err) == (
+        f"{path}: member '{name}' appears twice, which torch.save never writes (torch would load the last "
+        "copy): the file was altered"
+    )

@@ -87,7 +87,7 @@ def test_serialized_efml_bilm_round_trips_and_is_checked(efml_dir):
 def test_a_save_from_before_lstm_bias_keeps_its_vectors(efml_dir):
     """Saves made while the LSTM bias was held less bilm-tf's forget offset (no ``lstm_bias``
     in their settings) get the offset back once, as that code added it at run time."""
-    from spacy_elmo.file_safety import arrays_sha256
+    from spacy_elmo.files.hashing import arrays_sha256
 
     bilm = ElmoBiLM.from_efml(efml_dir)
     msg = srsly.msgpack_loads(serialize_bilm(bilm))

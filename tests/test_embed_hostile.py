@@ -20,7 +20,7 @@ from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.cli import app, embed_writer
 from spacy_elmo.cli import embed as embed_module
 from spacy_elmo.cli.embed_writer import progress_path
-from spacy_elmo.file_safety import SPARE_BYTES
+from spacy_elmo.files.disk_space import SPARE_BYTES
 
 from . import test_cli_embed
 from .conftest import crash_embed_on_batch, tiny_bilm

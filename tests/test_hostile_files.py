@@ -8,8 +8,8 @@ import numpy
 import pytest
 
 from spacy_elmo.bilm import ElmoOptions
-from spacy_elmo.bilm.tf_layout import read_weights
 from spacy_elmo.errors import ElmoOptionsError, ElmoWeightsError
+from spacy_elmo.formats.bilm_tf import read_weights
 
 from .conftest import tiny_bilm, tiny_options
 

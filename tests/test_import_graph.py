@@ -1,6 +1,7 @@
 """The package's import graph, read from the source (every import, those inside functions
-too): no module reaches itself through imports, and the network (``spacy_elmo/bilm/``)
-imports no file format library and no file helper: files are ``spacy_elmo/formats/``'s."""
+too): no module reaches itself through imports, no two packages depend on each other, and
+the network (``spacy_elmo/bilm/``) imports no file format library, no file helper and
+nothing of ``spacy_elmo/formats/``: files are the formats', which build on the network."""
 
 import ast
 from pathlib import Path
@@ -10,7 +11,7 @@ import spacy_elmo
 
 PACKAGE = Path(spacy_elmo.__file__).parent
 # What reads or writes files: the formats' libraries and the package's file helpers.
-FILE_MODULES = ("h5py", "json", "struct", "msgpack", "pickle", "zlib", "srsly", "spacy_elmo.file_safety")
+FILE_MODULES = ("h5py", "json", "struct", "msgpack", "pickle", "zlib", "srsly", "spacy_elmo.files")
 
 
 def module_names() -> Dict[str, Path]:
@@ -124,18 +125,41 @@ def test_the_network_reads_no_file():
     assert readers == {}
 
 
-def test_the_formats_know_no_network_but_the_checkpoint_converter():
-    """bilm/ calls the formats, so they import nothing of it (tf_convert alone builds on its
-    layout, and nothing in bilm/ imports tf_convert)."""
+def package_graph(graph: Dict[str, Set[str]]) -> Dict[str, Set[str]]:
+    """``graph`` by unit: each subpackage of the package (``spacy_elmo.bilm``, ...) and each
+    of its top modules is one, the package's ``__init__`` another (``spacy_elmo``)."""
+
+    def unit(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    units: Dict[str, Set[str]] = {}
+    for name, targets in graph.items():
+        units.setdefault(unit(name), set()).update(unit(t) for t in targets if unit(t) != unit(name))
+    return units
+
+
+def test_no_two_packages_depend_on_each_other():
+    """Counted by package (imports inside functions too), the imports run one way: the
+    network (bilm/) below the formats, which build on it, and so on up."""
+    assert import_cycles(package_graph(import_graph())) == []
+
+
+def test_the_network_imports_nothing_of_the_formats():
+    """``ElmoBiLM.from_files`` and friends reach the formats through the package's wiring
+    (``spacy_elmo/bilm_files.py``), never by an import."""
     modules = module_names()
-    network_users = {
+    importers = {
         name
         for name, path in modules.items()
-        if name.startswith("spacy_elmo.formats")
-        and any(t == "spacy_elmo.bilm" or t.startswith("spacy_elmo.bilm.") for t in imported_names(name, path))
+        if name.startswith("spacy_elmo.bilm.") or name == "spacy_elmo.bilm"
+        if any(t == "spacy_elmo.formats" or t.startswith("spacy_elmo.formats.") for t in imported_names(name, path))
     }
-    assert network_users == {"spacy_elmo.formats.tf_convert"}
-    graph = import_graph()
-    assert not any(
-        "spacy_elmo.formats.tf_convert" in graph[name] for name in graph if name.startswith("spacy_elmo.bilm")
-    )
+    assert importers == set()
+    assert "spacy_elmo.formats" not in package_graph(import_graph())["spacy_elmo.bilm"]
+    assert "spacy_elmo.bilm" in package_graph(import_graph())["spacy_elmo.formats"]  # the formats build on it
+
+
+def test_the_package_graph_finds_a_loop_between_two_packages():
+    graph = {"p.a.x": {"p.b.y"}, "p.b.y": set(), "p.b.z": {"p.a"}, "p.c": {"p.a.x"}}
+    assert package_graph(graph) == {"p.a": {"p.b"}, "p.b": {"p.a"}, "p.c": {"p.a"}}
+    assert import_cycles(package_graph(graph)) == [["p.a", "p.b"]]

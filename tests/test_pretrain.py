@@ -17,7 +17,7 @@ from spacy_elmo.bilm import ElmoBiLM, ElmoOptionsError
 from spacy_elmo.bilm.language_model import BidirectionalLM
 from spacy_elmo.bilm.lm_head import AdaptiveSoftmax, FullSoftmax, SampledSoftmax
 from spacy_elmo.bilm.lstm import ProjectedLstm
-from spacy_elmo.file_safety import read_jsonl
+from spacy_elmo.files.json_files import read_jsonl
 from spacy_elmo.pretrain import PretrainConfigError, PretrainDataError, Vocabulary, load_config, pretrain
 from spacy_elmo.pretrain.batches import epoch_batches, make_batch
 from spacy_elmo.pretrain.config import Schedule

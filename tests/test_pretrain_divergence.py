@@ -6,7 +6,7 @@ import math
 import pytest
 
 from spacy_elmo.errors import PretrainDivergedError
-from spacy_elmo.file_safety import read_jsonl
+from spacy_elmo.files.json_files import read_jsonl
 from spacy_elmo.pretrain import load_config, pretrain
 from spacy_elmo.pretrain import train as train_module
 from spacy_elmo.pretrain.outputs import load_checkpoint

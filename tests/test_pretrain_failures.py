@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from spacy_elmo.errors import ElmoError
-from spacy_elmo.file_safety import atomic_path, read_jsonl
+from spacy_elmo.files.atomic import atomic_path
+from spacy_elmo.files.json_files import read_jsonl
 from spacy_elmo.pretrain import Corpus, load_config, pretrain
 from spacy_elmo.pretrain import train as train_module
 from spacy_elmo.pretrain.outputs import load_checkpoint
@@ -207,7 +208,7 @@ def test_unreadable_starting_weights_are_named(tmp_path, text_files, monkeypatch
 
 # -- 10: a full disk --------------------------------------------------------
 def _disk_with(monkeypatch, free_bytes):
-    """shutil.disk_usage (as file_safety.py calls it) reporting ``free_bytes(path)`` free."""
+    """shutil.disk_usage (as spacy_elmo/files/disk_space.py calls it) reporting ``free_bytes(path)`` free."""
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda path: real(path)._replace(free=free_bytes(Path(path))))
 

@@ -472,7 +472,7 @@ def test_a_save_directorys_checkpoint_list_that_cannot_be_read_is_one_line(fresh
 def test_too_little_space_is_said_before_writing_and_nothing_is_left(fresh, tmp_path, monkeypatch):
     import shutil
 
-    from spacy_elmo.file_safety import SPARE_BYTES
+    from spacy_elmo.files.disk_space import SPARE_BYTES
 
     prefix, held = fresh
     write_checkpoint(prefix, held)

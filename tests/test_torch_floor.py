@@ -26,7 +26,9 @@ VERSIONED_APIS = [
 
 
 def declared_floor():
-    found = re.search(r'"torch>=([\d.]+)"', (REPO / "setup.py").read_text(encoding="utf8"))
+    found = re.search(
+        r'"torch>=([\d.]+)[";]', (REPO / "setup.py").read_text(encoding="utf8")
+    )  # the first: the oldest Python's
     assert found, "setup.py declares no torch floor"
     return tuple(int(part) for part in found.group(1).split("."))
 

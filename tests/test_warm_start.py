@@ -15,7 +15,7 @@ import torch
 
 from spacy_elmo.bilm import ElmoBiLM
 from spacy_elmo.bilm.lm_head import VmfHead, log_bessel_iv
-from spacy_elmo.file_safety import read_jsonl
+from spacy_elmo.files.json_files import read_jsonl
 from spacy_elmo.pretrain import PretrainConfigError, PretrainDataError, Vocabulary, load_config
 from spacy_elmo.pretrain.outputs import load_checkpoint
 from spacy_elmo.pretrain.perplexity import perplexity

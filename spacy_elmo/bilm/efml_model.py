@@ -24,7 +24,8 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import ElmoWeightsError
-from ..formats.efml import EfmlNetwork, EfmlVocab, checked_vocab
+from .efml_network import EfmlNetwork
+from .efml_vocab import EfmlVocab, checked_vocab
 from .generation import TracksWeights, WeightsGeneration
 from .lstm import FORGET_BIAS, ProjectedLstm, _permute_gate_blocks
 from .options import ElmoOptions
@@ -91,7 +92,8 @@ class EfmlTokenEncoder(TracksWeights):
         if not isinstance(spec, dict):
             raise ElmoWeightsError(f"{source}: its ELMoForManyLangs settings are damaged (not a map)")
         network = EfmlNetwork.from_dict(spec.get("network"), source)
-        return cls(network, checked_vocab(network, spec.get("chars"), spec.get("words"), source))
+        dims = (network.char_dim, network.word_dim)
+        return cls(network, checked_vocab(spec.get("chars"), spec.get("words"), dims, network.max_chars, source))
 
     def spec(self) -> Dict[str, Any]:
         """What rebuilds it beside its weights: the network config and the vocabularies."""

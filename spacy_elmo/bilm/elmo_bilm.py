@@ -1,35 +1,36 @@
-"""ElmoBiLM: a token encoder (bilm-tf's char CNN, or ELMoForManyLangs') + the biLSTM, in plain PyTorch."""
+"""ElmoBiLM: a token encoder (bilm-tf's char CNN, or ELMoForManyLangs') + the biLSTM, in plain PyTorch.
+
+Its file entry points (``from_files``, ``from_dir``, ``from_efml``, ``to_files``) are the
+documented API and stay thin: the formats read and write the files
+(``spacy_elmo/formats/network_files.py``), reached through the package's wiring
+(``spacy_elmo/bilm_files.py``), so the network imports nothing of them."""
 
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..errors import ElmoError, ElmoInputError
-from ..formats.bilm_dir import EFML_FORMAT, OPTIONS_NAME, WEIGHTS_NAME, bilm_dir_files, bilm_dir_format, check_bilm_dir
-from ..formats.bilm_tf import write_weights
-from ..formats.efml import read_efml_dir
+from .. import bilm_files
+from ..errors import ElmoError
+from .carried_state import CarriedState
 from .char_encoder import CharEncoder
 from .efml_model import EfmlTokenEncoder
 from .generation import mark_weights_changed
+from .id_batches import IdsBatch, length_batches
 from .lstm import BiLstm, State
 from .options import ElmoOptions
 from .precision import Precision, check_precision
-from .tf_layout import check_model_size, load_lstm_tf_arrays, read_weights
+from .tf_layout import check_model_size, load_lstm_tf_arrays
 from .threads import make_forks_safe
 from .token_encoder import LstmStacks, TokenEncoder
+from .token_lists import token_lists
 from .type_cache import DEFAULT_TYPE_CACHE_SIZE, TypeCache
-from .windows import strided_windows
+from .windows import WindowAssembly, strided_windows
 
 PathLike = Union[str, Path]
-# Stateless embed_batch groups length-sorted sentences into batches of at most
-# this many padded positions (and this many rows): big enough for efficient
-# matmuls, small enough to bound memory on long inputs.
-MAX_BATCH_POSITIONS = 4096
-MAX_BATCH_ROWS = 128
 
 
 class ElmoBiLM(nn.Module):
@@ -67,8 +68,8 @@ class ElmoBiLM(nn.Module):
         self.bilstm = BiLstm(options, self.generation, encoder.forget_bias)
         # Inference reuses the token vectors of types seen before (exact; see type_cache.py).
         self.type_cache = TypeCache(type_cache_size)
-        # Per direction, per layer: (h, c) for as many rows as the largest batch seen.
-        self._states: Optional[List[List[State]]] = None
+        # Stateful mode: each batch row's final state, carried into the same row of the next batch.
+        self._carried = CarriedState()
 
     def batch_ids(self, sentences: Sequence[Sequence[str]]) -> Tuple[numpy.ndarray, numpy.ndarray]:
         """``(ids, lengths)`` of token lists, the markers included: what ``forward`` reads."""
@@ -95,19 +96,14 @@ class ElmoBiLM(nn.Module):
         ``precision``: "fp32" (exact), "int8" or "bf16" (faster inference; see ``set_precision``).
         bf16 where the device has no native bf16 is refused here, before reading anything."""
         resolved = check_precision(precision, device=device)
-        return cls._read_files(options_file, weight_file)._placed(device, resolved)
+        return _read(bilm_files.formats().read_bilm_files(options_file, weight_file))._placed(device, resolved)
 
     @classmethod
     def from_dir(cls, path: PathLike, device: Union[str, torch.device] = "cpu", precision: str = "fp32") -> "ElmoBiLM":
         """Load a directory holding ``options.json`` + ``weights.hdf5`` (e.g. a pretraining output),
         or else an ELMoForManyLangs model directory (``from_efml``)."""
-        path = Path(path)
         resolved = check_precision(precision, device=device)  # an impossible precision is named before any file
-        check_bilm_dir(path)
-        if bilm_dir_format(path) == EFML_FORMAT:
-            return cls._read_efml(path)._placed(device, resolved)
-        files = bilm_dir_files(path)  # what is read: a writer's guard reads the same list
-        return cls._read_files(files[OPTIONS_NAME], files[WEIGHTS_NAME])._placed(device, resolved)
+        return _read(bilm_files.formats().read_bilm_dir(Path(path)))._placed(device, resolved)
 
     @classmethod
     def from_efml(
@@ -116,7 +112,7 @@ class ElmoBiLM(nn.Module):
         """Load an ELMoForManyLangs model directory (config.json, char.dic/word.dic,
         token_embedder.pkl, encoder.pkl): EFML's network exactly, see ``efml_model.py``."""
         resolved = check_precision(precision, device=device)
-        return cls._read_efml(model_dir)._placed(device, resolved)
+        return _read(bilm_files.formats().read_efml_bilm(model_dir))._placed(device, resolved)
 
     @classmethod
     def from_efml_spec(cls, spec: Any, source: str) -> "ElmoBiLM":
@@ -124,30 +120,16 @@ class ElmoBiLM(nn.Module):
         encoder = EfmlTokenEncoder.from_spec(spec, source)
         return cls(encoder.options(), token_encoder=encoder)
 
-    @classmethod
-    def _read_files(cls, options_file: PathLike, weight_file: PathLike) -> "ElmoBiLM":
-        options = ElmoOptions.from_file(options_file)
-        arrays = read_weights(options, weight_file)  # shapes checked against the options before allocating
-        model = cls(options)
-        model.load_tf_arrays(arrays)
-        return model
-
-    @classmethod
-    def _read_efml(cls, model_dir: PathLike) -> "ElmoBiLM":
-        files = read_efml_dir(model_dir)
-        encoder = EfmlTokenEncoder(files.network, files.vocab)
-        model = cls(encoder.options(), token_encoder=encoder)
-        encoder.load_efml_state(model._lstm_stacks(), files.token_embedder, files.encoder)
-        model.mark_weights_changed()  # copied in place: the kernels and cached vectors go
-        model.reset_states()
-        model.type_cache.clear()
-        return model.eval()
-
     def _placed(self, device: Union[str, torch.device], precision: Precision) -> "ElmoBiLM":
         """On ``device``, in eval mode, at ``precision`` (checked by the caller)."""
         model = self.to(device).eval()
         model._use_precision(precision)
         return model
+
+    def to_files(self, options_file: PathLike, weight_file: PathLike, dtype: str = "float32") -> None:
+        """Write the bilm-tf layout (readable by ``from_files``, bilm-tf and AllenNLP);
+        ``dtype="float16"`` stores half-size datasets."""
+        bilm_files.formats().write_bilm_files(self, options_file, weight_file, dtype)
 
     # -- how inference runs -------------------------------------------------
     @property
@@ -195,20 +177,21 @@ class ElmoBiLM(nn.Module):
         """How many token types' vectors inference keeps (0: none)."""
         self.type_cache = TypeCache(max_types)
 
-    def to_files(self, options_file: PathLike, weight_file: PathLike, dtype: str = "float32") -> None:
-        """Write the bilm-tf layout (readable by ``from_files``, bilm-tf and AllenNLP);
-        ``dtype="float16"`` stores half-size datasets."""
-        options_file = Path(options_file)
-        options_file.parent.mkdir(parents=True, exist_ok=True)
-        write_weights(self.tf_arrays(), weight_file, dtype=dtype)
-        self.options.to_file(options_file)
-
     def load_tf_arrays(self, arrays: Dict[str, numpy.ndarray]) -> None:
         """bilm-tf's datasets (already shape-checked by the reader) into the weights."""
         refusal = "an ELMoForManyLangs biLM has no bilm-tf weight layout (load it with ElmoBiLM.from_efml)"
         self._char_cnn(refusal).load_tf_arrays(arrays)
         load_lstm_tf_arrays(self._lstm_stacks(), arrays)
         self.reset_states()
+
+    def load_efml_state(self, token_embedder: Dict[str, Tensor], encoder: Dict[str, Tensor]) -> None:
+        """ELMoForManyLangs' two state dicts (checked by the reader) into the weights."""
+        if not isinstance(self.char_encoder, EfmlTokenEncoder):
+            raise ElmoError("a bilm-tf biLM has no ELMoForManyLangs state dicts (load it with ElmoBiLM.from_files)")
+        self.char_encoder.load_efml_state(self._lstm_stacks(), token_embedder, encoder)
+        self.mark_weights_changed()  # copied in place: the kernels and cached vectors go
+        self.reset_states()
+        self.type_cache.clear()
 
     def tf_arrays(self) -> Dict[str, numpy.ndarray]:
         refusal = "an ELMoForManyLangs biLM cannot be written as bilm-tf options.json + weights.hdf5"
@@ -308,12 +291,12 @@ class ElmoBiLM(nn.Module):
         # The distinct tokens where the ids are (the host, for text): the type cache keys
         # them there, so a GPU biLM copies no ids back to the host.
         type_chars, type_index = unique_types(char_ids)
-        initial = self._initial_states(char_ids.shape[0]) if stateful else None
+        initial = self._carried.initial(char_ids.shape[0], self._zero_states) if stateful else None
         tokens, lstm_layers, finals = self.contextual(
             type_chars, type_index.to(self.device), lengths, initial, return_states=stateful
         )
         if finals is not None:  # stateful: the final states were asked for
-            self._update_states(finals)
+            self._carried.update(finals)
         layers = torch.stack([torch.cat([tokens, tokens], dim=-1)] + lstm_layers).transpose(1, 2)
         mask = torch.arange(layers.shape[2], device=self.device).unsqueeze(0) < lengths.unsqueeze(1)
         return layers * mask.unsqueeze(-1).to(layers.dtype)
@@ -321,70 +304,20 @@ class ElmoBiLM(nn.Module):
     # -- state between batches (stateful mode) ----------------------------
     def reset_states(self) -> None:
         """Forget the carried state: the next stateful batch starts from zero."""
-        self._states = None
+        self._carried.reset()
 
     def export_states(self) -> Dict[str, numpy.ndarray]:
         """The carried state as plain arrays (empty when there is none), for checkpoints."""
-        arrays: Dict[str, numpy.ndarray] = {}
-        for d, direction in enumerate(self._states or []):
-            for k, (h, c) in enumerate(direction):
-                arrays[f"{d}_{k}_h"] = h.float().cpu().numpy()
-                arrays[f"{d}_{k}_c"] = c.float().cpu().numpy()
-        return arrays
+        return self._carried.export()
 
     def import_states(self, arrays: Dict[str, numpy.ndarray]) -> None:
         """Restore a state saved by ``export_states`` (checked: every array, its width, its rows)."""
-        if not arrays:
-            self._states = None
-            return
         widths = {"h": self.options.projection_dim, "c": self.options.lstm_dim}
-        rows = {numpy.shape(array)[0] if numpy.ndim(array) == 2 else -1 for array in arrays.values()}
-        for d in range(2):
-            for k in range(self.options.n_layers):
-                for part, width in widths.items():
-                    array = arrays.get(f"{d}_{k}_{part}")
-                    if array is None or numpy.ndim(array) != 2 or numpy.shape(array)[1] != width or len(rows) != 1:
-                        raise ElmoError(
-                            f"the saved LSTM state's array {d}_{k}_{part} is missing or not (rows, {width})"
-                        )
-        dtype = self.char_encoder.proj_weight.dtype
-        self._states = [
-            [
-                (
-                    torch.as_tensor(arrays[f"{d}_{k}_h"], dtype=dtype, device=self.device),
-                    torch.as_tensor(arrays[f"{d}_{k}_c"], dtype=dtype, device=self.device),
-                )
-                for k in range(self.options.n_layers)
-            ]
-            for d in range(2)
-        ]
+        self._carried.restore(arrays, self.options.n_layers, widths, self.char_encoder.proj_weight)
 
-    def _initial_states(self, batch_size: int) -> List[List[State]]:
-        if self._states is None:
-            like = self.char_encoder.proj_weight
-            stacks = self._lstm_stacks()
-            self._states = [[layer.zero_state(batch_size, like) for layer in stack] for stack in stacks]
-        initial = []
-        for direction in self._states:
-            per_layer = []
-            for k, (h, c) in enumerate(direction):
-                if h.shape[0] < batch_size:  # rows never seen before start at zero
-                    h = torch.cat([h, h.new_zeros(batch_size - h.shape[0], h.shape[1])])
-                    c = torch.cat([c, c.new_zeros(batch_size - c.shape[0], c.shape[1])])
-                    direction[k] = (h, c)
-                per_layer.append((h[:batch_size], c[:batch_size]))
-            initial.append(per_layer)
-        return initial
-
-    def _update_states(self, finals: List[List[State]]) -> None:
-        assert self._states is not None
-        for direction, new_direction in zip(self._states, finals):
-            for k, ((h, c), (new_h, new_c)) in enumerate(zip(direction, new_direction)):
-                rows = new_h.shape[0]
-                # A smaller batch updates only its own rows; the others keep theirs.
-                h = torch.cat([new_h.detach(), h[rows:]])
-                c = torch.cat([new_c.detach(), c[rows:]])
-                direction[k] = (h, c)
+    def _zero_states(self, batch_size: int) -> List[List[State]]:
+        like = self.char_encoder.proj_weight
+        return [[layer.zero_state(batch_size, like) for layer in stack] for stack in self._lstm_stacks()]
 
     # -- the public convenience API -----------------------------------------
     def embed_batch(
@@ -399,7 +332,7 @@ class ElmoBiLM(nn.Module):
         the list is run as ONE batch whose rows carry state from the previous
         stateful call (the reference implementations' behaviour), unwindowed.
         """
-        sentences = _token_lists(sentences)
+        sentences = token_lists(sentences)
         if max_length is not None and not stateful:
             return self._embed_windowed(sentences, max_length)
         return self._embed(sentences, stateful)
@@ -418,15 +351,21 @@ class ElmoBiLM(nn.Module):
         return results
 
     def _embed_windowed(self, sentences: Sequence[Sequence[str]], max_length: int) -> List[numpy.ndarray]:
-        windows = [strided_windows(0, len(s), max_length) for s in sentences]
-        pieces = self._embed([s[w.start : w.end] for s, ws in zip(sentences, windows) for w in ws], stateful=False)
-        results, taken = [], 0
-        for sentence, ws in zip(sentences, windows):
-            owned = [w.owned(piece) for piece, w in zip(pieces[taken:], ws)]
-            taken += len(ws)
-            empty = numpy.zeros((self.n_output_layers, 0, self.output_dim), dtype=numpy.float32)
-            results.append(numpy.concatenate(owned, axis=1) if owned else empty)
-        return results
+        windows = [
+            (i, w) for i, sentence in enumerate(sentences) for w in strided_windows(0, len(sentence), max_length)
+        ]
+        assembly = WindowAssembly([len(sentence) for sentence in sentences])
+        for (i, window), output in zip(
+            windows, self._embed([sentences[i][w.start : w.end] for i, w in windows], False)
+        ):
+            assembly.place(i, window, window.owned(output))
+        empty = (self.n_output_layers, 0, self.output_dim)
+        return [numpy.zeros(empty, dtype=numpy.float32) if result is None else result for result in assembly.results]
+
+
+def _read(bilm: Any) -> ElmoBiLM:
+    """What the formats' entry points return: a biLM (typed through the wiring as ``Any``)."""
+    return cast(ElmoBiLM, bilm)
 
 
 def unique_types(char_ids: Tensor) -> Tuple[Tensor, Tensor]:
@@ -434,67 +373,3 @@ def unique_types(char_ids: Tensor) -> Tuple[Tensor, Tensor]:
     one stands at each position (``(...)``): text repeats a lot, the char CNN runs once per type."""
     type_chars, inverse = torch.unique(char_ids.reshape(-1, char_ids.shape[-1]), dim=0, return_inverse=True)
     return type_chars, inverse.view(char_ids.shape[:-1])
-
-
-class IdsBatch(NamedTuple):
-    """One batch of sentences as the biLM reads them: ``rows`` are the sentences' indices,
-    one per batch row; ``ids``/``lengths`` what ``forward`` takes (``ElmoBiLM.batch_ids``)."""
-
-    rows: List[int]
-    ids: numpy.ndarray
-    lengths: numpy.ndarray
-
-    def sentences(self, layers: Any, copy: bool = True) -> Iterator[Tuple[int, Any]]:
-        """``(sentence index, (L+1, n, 2P) layers)`` for each row of the batch's
-        ``(L+1, B, T, 2P)`` output (numpy, or cupy through thinc), boundaries dropped:
-        each a C-contiguous copy (so no batch stays alive behind a cached result), or
-        with ``copy=False`` a view (autograd's outputs, kept for the backward pass)."""
-        for row, index in enumerate(self.rows):
-            sentence = sentence_layers(layers, row, self.lengths[row])
-            yield index, sentence.copy() if copy else sentence
-
-
-def sentence_layers(layers: Any, row: int, length: int) -> Any:
-    """Row ``row`` of a batch's ``(L+1, B, T, 2P)`` layers without its boundary tokens
-    (``<S>`` first, ``</S>`` at ``length - 1``, ``length`` counting both): the sentence's
-    ``(L+1, n, 2P)``, a view."""
-    return layers[:, row, 1 : length - 1]
-
-
-def length_batches(lengths: Sequence[int]) -> List[List[int]]:
-    """Sentence indices grouped into batches of similar length (longest first),
-    each within ``MAX_BATCH_POSITIONS`` padded positions and ``MAX_BATCH_ROWS`` rows."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    groups: List[List[int]] = []
-    current: List[int] = []
-    for index in order:
-        width = lengths[current[0]] + 2 if current else lengths[index] + 2
-        if current and (width * (len(current) + 1) > MAX_BATCH_POSITIONS or len(current) >= MAX_BATCH_ROWS):
-            groups.append(current)
-            current = []
-        current.append(index)
-    if current:
-        groups.append(current)
-    return groups
-
-
-def _token_lists(sentences: Sequence[Sequence[str]]) -> List[List[str]]:
-    """The sentences as lists of str tokens; a str sentence (whose characters would
-    pass for tokens) or a non-str token is refused."""
-    if isinstance(sentences, str):
-        raise ElmoInputError("embed_batch takes a list of sentences (each a list of token strings), got one str")
-    result = []
-    for i, sentence in enumerate(sentences):
-        if isinstance(sentence, str):
-            raise ElmoInputError(
-                f"embed_batch: sentence {i} is a str ({sentence[:40]!r}), not a list of tokens: "
-                f"split it first, e.g. {sentence.split()[:4]!r}"
-            )
-        tokens = list(sentence)
-        for j, token in enumerate(tokens):
-            if not isinstance(token, str):
-                raise ElmoInputError(
-                    f"embed_batch: sentence {i}, token {j} is {type(token).__name__} {token!r}: tokens must be str"
-                )
-        result.append(tokens)
-    return result

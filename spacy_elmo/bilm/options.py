@@ -1,22 +1,18 @@
-"""The biLM hyper-parameters, read from and written to bilm-tf's options.json."""
+"""The biLM hyper-parameters: the one schema of bilm-tf's options.json (its keys, defaults
+and bounds). The file is ``spacy_elmo/formats/bilm_tf.py``'s: ``from_file``/``to_file``
+reach it through the package's wiring (``spacy_elmo/bilm_files.py``)."""
 
 import copy
 import math
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union, cast
 
+from .. import bilm_files
 from ..errors import ElmoOptionsError
-from ..formats.bilm_tf import (
-    ACTIVATIONS,
-    MAX_FILTER_COUNT,
-    MAX_FILTERS,
-    MAX_SIZES,
-    check_options_depth,
-    read_options_file,
-    write_options_file,
-)
+from ..json_depth import check_json_depth
 from .char_ids import MAX_CHARACTERS_PER_TOKEN, N_CHARACTERS
+from .size_bounds import ACTIVATIONS, MAX_FILTER_COUNT, MAX_FILTERS, MAX_SIZES
 
 # Training files say 261 (no padding row), inference files 262; both describe
 # the same 261-row char_embed dataset.
@@ -190,7 +186,10 @@ class ElmoOptions:
     def from_dict(cls, data: Dict[str, Any], source: str = "<options>") -> "ElmoOptions":
         if not isinstance(data, dict):
             raise ElmoOptionsError(f"{source}: expected a JSON object, got {type(data).__name__}")
-        check_options_depth(data, source)  # before the copy, which would recurse
+        try:
+            check_json_depth(data)  # before the copy, which would recurse
+        except ValueError as err:
+            raise ElmoOptionsError(f"{source}: options {err}") from err
         data = copy.deepcopy(data)
         settings = {
             f.name: _pop_option(data, f.metadata["json"], f.metadata["file_default"], source)
@@ -216,10 +215,12 @@ class ElmoOptions:
 
     @classmethod
     def from_file(cls, path: Union[str, Path]) -> "ElmoOptions":
-        return cls.from_dict(read_options_file(path), source=str(Path(path)))
+        """An ``options.json`` (read by ``formats/bilm_tf.py``)."""
+        return cast(ElmoOptions, bilm_files.formats().read_options(path))
 
     def to_file(self, path: Union[str, Path]) -> None:
-        write_options_file(path, self.to_dict())
+        """Written atomically (by ``formats/bilm_tf.py``)."""
+        bilm_files.formats().write_options(self, path)
 
 
 def preset(name: str) -> ElmoOptions:

@@ -1,21 +1,21 @@
 """The biLM's weights as bilm-tf names them: each array's name and shape from the options
-(what ``weights.hdf5`` and a bilm-tf checkpoint hold), the size bound, and the parameters
-as the float32 arrays written there (``host_array``). The files themselves are
-``spacy_elmo/formats/``'s."""
+(what ``weights.hdf5`` and a bilm-tf checkpoint hold, ``weights_layout``), the size bound,
+and the parameters as the float32 arrays written there (``host_array``). The files
+themselves are ``spacy_elmo/formats/``'s, which read them against this layout."""
 
 import math
 import re
-from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy
 import torch
 
 from ..errors import ElmoOptionsError
-from ..formats.bilm_tf import MAX_PARAMETERS, Shape, WeightsLayout, read_datasets
 from .char_ids import N_CHARACTERS
 from .options import ElmoOptions
+from .size_bounds import MAX_PARAMETERS
 
+Shape = Tuple[int, ...]
 _key = ElmoOptions.json_key  # options.json's names, as error messages spell them
 
 
@@ -73,16 +73,19 @@ def larger_model_option(name: str) -> Optional[str]:
     return next((option for pattern, option in _COUNTED if pattern.match(name)), None)
 
 
+class WeightsLayout(NamedTuple):
+    """What a weight file must hold: ``name -> (shape, the options that size it)``, the
+    options' source (for the messages) and, for a dataset the layout lacks, the option
+    that counts its family (a filter, highway or LSTM layer), if any."""
+
+    shapes: Dict[str, Tuple[Shape, str]]
+    source: str
+    family_option: Callable[[str], Optional[str]]
+
+
 def weights_layout(options: ElmoOptions) -> WeightsLayout:
     """What a weight file for ``options`` must hold, for the file's reader."""
     return WeightsLayout(expected_shapes(options), options.source, larger_model_option)
-
-
-def read_weights(options: ElmoOptions, weight_file: Union[str, Path]) -> Dict[str, numpy.ndarray]:
-    """All datasets the options call for, checked for presence, shape and finiteness.
-    Every shape is checked before any data is read (and before the caller allocates a
-    model), so options that do not fit the file fail at once, whatever their sizes."""
-    return read_datasets(weight_file, weights_layout(options))
 
 
 def n_parameters(options: ElmoOptions) -> int:

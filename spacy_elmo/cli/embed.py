@@ -24,17 +24,10 @@ import typer
 
 from ..defaults import DEFAULT_MAX_SEGMENT_LENGTH
 from ..errors import ElmoError, EmbedInputError
-from ..file_safety import (
-    arrays_sha256,
-    exclusive_lock,
-    file_sha256,
-    iter_utf8_lines,
-    lock_path,
-    require_readable,
-    require_writable_path,
-    same_file,
-    special_file_kind,
-)
+from ..files.hashing import arrays_sha256, file_sha256
+from ..files.locks import exclusive_lock, lock_path
+from ..files.paths import require_readable, require_writable_path, same_file, special_file_kind
+from ..files.text_lines import iter_utf8_lines
 from . import app
 from .embed_writer import (
     LAYER_CHOICES,

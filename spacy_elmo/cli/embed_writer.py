@@ -25,17 +25,10 @@ import h5py
 import numpy
 from tqdm import tqdm
 
-from ..errors import ElmoDiskFullError, EmbedInputError, EmbedOutputLostError
-from ..file_safety import (
-    HDF5_READ_ERRORS,
-    atomic_path,
-    full_disk_as,
-    hdf5_bytes,
-    one_line_reason,
-    parse_json,
-    require_free_space,
-    write_json_atomic,
-)
+from ..errors import HDF5_READ_ERRORS, ElmoDiskFullError, EmbedInputError, EmbedOutputLostError, one_line_reason
+from ..files.atomic import atomic_path
+from ..files.disk_space import full_disk_as, hdf5_bytes, require_free_space
+from ..files.json_files import parse_json, write_json_atomic
 
 # torch is imported where a command runs, not here: `--help` stays fast.
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from ..errors import ElmoError
-from ..file_safety import write_text_atomic
+from ..files.atomic import write_text_atomic
 from . import app
 
 

@@ -1,7 +1,7 @@
 """bilm-tf's files: ``options.json`` (read as JSON, checked for hostile content, written
 atomically) and ``weights.hdf5`` (its datasets checked against the layout the network
 expects, read as float32 arrays; written atomically). The names and shapes the network
-expects are the network's (``bilm/tf_layout.py``).
+expects, and the options' schema, are the network's (``bilm/tf_layout.py``, ``bilm/options.py``).
 
 Only datasets are read (plain float arrays): a weight file cannot run code, and
 only its own (no links, no data kept in other files).
@@ -9,56 +9,22 @@ only its own (no links, no data kept in other files).
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, List, Union
 
 import h5py
 import numpy
 
-from ..errors import ElmoOptionsError, ElmoWeightsError
-from ..file_safety import (
-    HDF5_READ_ERRORS,
-    atomic_path,
-    check_json_depth,
-    one_line_reason,
-    parse_json,
-    require_file,
-    write_text_atomic,
-)
+from ..bilm.options import ElmoOptions
+from ..bilm.tf_layout import Shape, WeightsLayout, weights_layout
+from ..errors import HDF5_READ_ERRORS, ElmoOptionsError, ElmoWeightsError, one_line_reason
+from ..files.atomic import atomic_path, write_text_atomic
+from ..files.json_files import parse_json
+from ..files.paths import require_file
 
-# The char CNN's activations an options file may name (ELMoForManyLangs' configs name the same).
-ACTIVATIONS = ("relu", "tanh")
 # What a directory given as the options or weight file should have been.
 BILM_DIR_HINT = (
     " (a biLM directory goes to bilm_dir / ElmoBiLM.from_dir; the files are options.json and weights.hdf5 in it)"
 )
-# Sanity bounds of the sizes a file gives (options.json, ELMoForManyLangs configs), checked
-# before anything is allocated: far above any published
-# biLM (the largest has lstm.dim 4096, projection_dim 512, 2 layers), far below
-# what would exhaust memory or run for minutes before failing.
-MAX_SIZES = {
-    "char_dim": 4096,
-    "projection_dim": 16384,
-    "lstm_dim": 65536,
-    "n_layers": 64,
-    "n_highway": 64,
-    "max_characters_per_token": 1024,
-}
-MAX_FILTERS = 64  # [width, n_filters] pairs
-MAX_FILTER_COUNT = 65536  # n_filters of one pair
-# Ten times the largest published biLM's 93.6 million (4 GB in float32): larger
-# options come from a damaged or mistyped file.
-MAX_PARAMETERS = 1_000_000_000
-Shape = Tuple[int, ...]
-
-
-class WeightsLayout(NamedTuple):
-    """What a weight file must hold: ``name -> (shape, the options that size it)``, the
-    options' source (for the messages) and, for a dataset the layout lacks, the option
-    that counts its family (a filter, highway or LSTM layer), if any."""
-
-    shapes: Dict[str, Tuple[Shape, str]]
-    source: str
-    family_option: Callable[[str], Optional[str]]
 
 
 def read_options_file(path: Union[str, Path]) -> Any:
@@ -79,17 +45,21 @@ def read_options_file(path: Union[str, Path]) -> Any:
         raise ElmoOptionsError(f"{path}: options file is not valid JSON ({err})") from err
 
 
-def check_options_depth(data: Any, source: str) -> None:
-    """Options nested deeper than JSON files may be (from any source) are refused before
-    anything copies them (a copy would recurse)."""
-    try:
-        check_json_depth(data)
-    except ValueError as err:
-        raise ElmoOptionsError(f"{source}: options {err}") from err
+def read_options(path: Union[str, Path]) -> ElmoOptions:
+    """``options.json`` checked against the options' schema (``ElmoOptions.from_file``)."""
+    return ElmoOptions.from_dict(read_options_file(path), source=str(Path(path)))
 
 
-def write_options_file(path: Union[str, Path], data: Dict[str, Any]) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+def write_options(options: ElmoOptions, path: Union[str, Path]) -> None:
+    """``options.json``, written atomically (``ElmoOptions.to_file``)."""
+    write_text_atomic(path, json.dumps(options.to_dict(), indent=2) + "\n")
+
+
+def read_weights(options: ElmoOptions, weight_file: Union[str, Path]) -> Dict[str, numpy.ndarray]:
+    """All datasets the options call for (``bilm/tf_layout.py``), checked for presence, shape
+    and finiteness, every shape before any data is read (and before the caller allocates a
+    model), so options that do not fit the file fail at once, whatever their sizes."""
+    return read_datasets(weight_file, weights_layout(options))
 
 
 def read_datasets(weight_file: Union[str, Path], layout: WeightsLayout) -> Dict[str, numpy.ndarray]:

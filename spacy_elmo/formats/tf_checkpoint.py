@@ -17,7 +17,7 @@ from typing import Dict, Iterator, List, Optional, Tuple, Union
 import numpy
 
 from ..errors import ElmoCheckpointError
-from ..file_safety import iter_utf8_lines
+from ..files.text_lines import iter_utf8_lines
 from .crc32c import masked_crc32c
 
 _FOOTER_SIZE = 48  # two block handles padded to 40 bytes, then the magic number

@@ -13,8 +13,8 @@ One difference: bilm-tf builds a one-layer LSTM without a MultiRNNCell, so
 dump_weights names its datasets ``RNN_0/RNN/LSTMCell/...``, which neither
 AllenNLP nor spacy-elmo reads; they are written as ``.../MultiRNNCell/Cell0/...``.
 
-The one format module built on the network (its layout, ``bilm/tf_layout.py``): nothing
-in ``bilm/`` imports it.
+Built on the network's layout (``bilm/tf_layout.py``), as every format is: nothing in ``bilm/``
+imports a format.
 """
 
 from pathlib import Path
@@ -25,9 +25,11 @@ import numpy
 from ..bilm.options import ElmoOptions
 from ..bilm.tf_layout import check_model_size, expected_shapes, larger_model_option
 from ..errors import ElmoCheckpointError
-from ..file_safety import atomic_dir, full_disk_as, hdf5_bytes, require_free_space, require_new_dir
+from ..files.atomic import atomic_dir
+from ..files.disk_space import full_disk_as, hdf5_bytes, require_free_space
+from ..files.paths import require_new_dir
 from .bilm_dir import OPTIONS_NAME, WEIGHTS_NAME
-from .bilm_tf import checked_array, write_weights
+from .bilm_tf import checked_array, read_options, write_options, write_weights
 from .tf_checkpoint import TensorEntry, TFCheckpoint
 
 SCOPE = "lm/"
@@ -145,12 +147,12 @@ def convert_checkpoint(
     whole or not at all (its temporary removed on any failure), never over an existing
     non-empty directory, and not begun without room for it: h5py can crash on a full disk."""
     target = require_new_dir(out_dir, "output directory", ElmoCheckpointError)
-    options = ElmoOptions.from_file(options_file)
+    options = read_options(options_file)
     arrays = checkpoint_arrays(TFCheckpoint(prefix), options)
     weights = Path(out_dir) / WEIGHTS_NAME
     with full_disk_as(weights):
         require_free_space(target / WEIGHTS_NAME, hdf5_bytes(arrays.values()))
         with atomic_dir(target) as tmp:
-            options.to_file(tmp / OPTIONS_NAME)
+            write_options(options, tmp / OPTIONS_NAME)
             write_weights(arrays, tmp / WEIGHTS_NAME)
     return arrays

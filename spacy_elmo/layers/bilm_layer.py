@@ -19,7 +19,6 @@ from spacy.tokens import Doc
 from thinc.api import (
     ArgsKwargs,
     Model,
-    get_array_module,
     get_torch_default_device,
     torch2xp,
     xp2torch,
@@ -27,7 +26,8 @@ from thinc.api import (
 from thinc.types import Floats3d
 
 from ..bilm import ElmoBiLM, ElmoOptions
-from ..bilm.elmo_bilm import IdsBatch, length_batches
+from ..bilm.id_batches import IdsBatch, length_batches
+from ..bilm.windows import WindowAssembly
 from ..errors import ElmoError, ElmoNoWeightsError, ElmoWeightsError
 from ..settings import DEFAULT_MAX_SEGMENT_LENGTH, ElmoSettings, refuse_inference_only_fine_tuning
 from .bilm_output_cache import LayerCache
@@ -248,25 +248,18 @@ def assemble(
     model: BilmModel, docs: Sequence[Doc], outputs: Iterable[Tuple[Segment, Any]], store: Optional[StoredForm] = None
 ) -> List[Any]:
     """The one segment-to-doc assembler: each doc's layers (or their stored form, ``store``),
-    its segments' own tokens placed as they arrive. A doc in one segment is that segment's
-    output, uncopied; an empty doc gets ``(L+1, 0, 2P)`` zeros (or their stored form)."""
-    results: List[Any] = [None] * len(docs)
-    token_axis = 1 if store is None else store.token_axis
+    its segments' own tokens placed as they arrive (``bilm.windows.WindowAssembly``). A doc
+    in one segment is that segment's output, uncopied; an empty doc gets ``(L+1, 0, 2P)``
+    zeros (or their stored form)."""
+    assembly = WindowAssembly([len(doc) for doc in docs], 1 if store is None else store.token_axis)
     for (index, window), output in outputs:
         piece = window.owned(output)
         if store is not None:
             piece = store.stored_form(piece)
             if piece is None:
                 continue
-        n_tokens = len(docs[index])
-        if window.own_start == 0 and window.own_end == n_tokens:
-            results[index] = piece  # the whole doc in one segment: no copy
-            continue
-        whole = results[index]
-        if whole is None:
-            shape = piece.shape[:token_axis] + (n_tokens,) + piece.shape[token_axis + 1 :]
-            whole = results[index] = get_array_module(piece).zeros(shape, dtype=piece.dtype)
-        whole[(slice(None),) * token_axis + (slice(window.own_start, window.own_end),)] = piece
+        assembly.place(index, window, piece)
+    results = assembly.results
     if any(result is None for result in results):
         empty = _zero_layers(model, 0)
         empty = empty if store is None else store.stored_form(empty)

@@ -15,7 +15,7 @@ import torch
 
 from ..bilm import ElmoBiLM, ElmoOptions
 from ..errors import ElmoWeightsError
-from ..file_safety import arrays_sha256
+from ..files.hashing import arrays_sha256
 from ..formats.bilm_tf import checked_array
 
 

@@ -10,7 +10,7 @@ import torch
 from confection import Config
 
 from ..bilm import ElmoOptions
-from ..file_safety import read_jsonl
+from ..files.json_files import read_jsonl
 from ..formats.bilm_dir import OPTIONS_NAME
 from .config import (
     RESUMABLE_CHANGES,

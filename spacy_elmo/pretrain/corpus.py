@@ -18,7 +18,8 @@ import numpy
 
 from ..bilm.char_ids import BOS_TOKEN, EOS_TOKEN, MAX_CHARACTERS_PER_TOKEN, token_char_ids
 from ..errors import PretrainDataError
-from ..file_safety import iter_utf8_lines, update_sha256
+from ..files.hashing import update_sha256
+from ..files.text_lines import iter_utf8_lines
 
 if TYPE_CHECKING:  # spaCy is imported only when a corpus needs splitting
     from spacy.language import Language

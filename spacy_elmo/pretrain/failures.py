@@ -15,7 +15,8 @@ import torch
 
 from ..bilm.lm_head import NORMALISED_KINDS
 from ..errors import PretrainDataError, PretrainDivergedError
-from ..file_safety import exclusive_lock, is_disk_full
+from ..files.disk_space import is_disk_full
+from ..files.locks import exclusive_lock
 from .outputs import CHECKPOINT_NAME
 from .run import Run, say
 

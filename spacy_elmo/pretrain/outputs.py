@@ -28,15 +28,10 @@ from confection import Config
 
 from ..bilm import ElmoBiLM, ElmoOptions
 from ..bilm.lm_head import LmHead, head_arrays, load_head_arrays
-from ..errors import PretrainConfigError, PretrainDataError
-from ..file_safety import (
-    atomic_path,
-    one_line_reason,
-    read_jsonl,
-    require_free_space,
-    write_jsonl_atomic,
-    write_text_atomic,
-)
+from ..errors import PretrainConfigError, PretrainDataError, one_line_reason
+from ..files.atomic import atomic_path, write_text_atomic
+from ..files.disk_space import require_free_space
+from ..files.json_files import read_jsonl, write_jsonl_atomic
 from ..formats.bilm_dir import OPTIONS_NAME, WEIGHTS_NAME
 from ..formats.bilm_tf import write_weights
 

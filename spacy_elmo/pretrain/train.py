@@ -27,7 +27,7 @@ from ..bilm.language_model import BidirectionalLM
 from ..bilm.lm_head import NORMALISED_KINDS, build_lm_head
 from ..bilm.precision import native_bf16, native_cpu_bf16
 from ..errors import PretrainDataError
-from ..file_safety import append_jsonl
+from ..files.json_files import append_jsonl
 from .batches import epoch_batches
 from .checkpoint import resolve_config, restore, save
 from .config import Schedule, model_options

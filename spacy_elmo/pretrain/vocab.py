@@ -10,7 +10,8 @@ import numpy
 
 from ..bilm.char_ids import BOS_TOKEN, EOS_TOKEN
 from ..errors import PretrainDataError
-from ..file_safety import iter_utf8_lines, write_text_atomic
+from ..files.atomic import write_text_atomic
+from ..files.text_lines import iter_utf8_lines
 
 UNK_TOKEN = "<UNK>"
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)

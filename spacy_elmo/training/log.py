@@ -52,7 +52,7 @@ from spacy.training.loggers import console_logger_v3
 from spacy.util import registry
 
 from ..errors import ElmoError
-from ..file_safety import move_dir
+from ..files.atomic import move_dir
 from .optimizer_state import OPTIMIZERS, restore_state, save_state
 
 RECORD_KEYS = ("epoch", "step", "score", "seconds", "words")

@@ -43,7 +43,7 @@ from thinc.api import Model, Optimizer, get_current_ops
 from thinc.util import to_numpy
 
 from ..errors import ElmoError
-from ..file_safety import atomic_path
+from ..files.atomic import atomic_path
 
 ParamKey = Tuple[int, str]
 

@@ -7,7 +7,7 @@ from project_errors import ProjectDataError
 from spacy.tokens import DocBin
 from spacy.training import Corpus
 
-from spacy_elmo.file_safety import file_sha256
+from spacy_elmo.files.hashing import file_sha256
 
 from .conftest import CONLL_FILES, run_cli
 

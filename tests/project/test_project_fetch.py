@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import fetch
 import pytest
 
-from spacy_elmo.file_safety import file_sha256
+from spacy_elmo.files.hashing import file_sha256
 
 from .conftest import run_cli
 

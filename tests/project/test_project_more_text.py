@@ -14,7 +14,7 @@ import pytest
 from project_errors import ProjectDataError
 from sword import read_module
 
-from spacy_elmo.file_safety import file_sha256
+from spacy_elmo.files.hashing import file_sha256
 
 from .conftest import run_cli
 

@@ -13,7 +13,7 @@ import pytest
 import resume_training
 from spacy.util import load_config, registry
 
-from spacy_elmo.file_safety import read_jsonl
+from spacy_elmo.files.json_files import read_jsonl
 
 from .conftest import REPO
 from .test_project_workflow import tiny_vectors_pipeline

@@ -6,7 +6,7 @@ import spacy
 from project_errors import ProjectDataError
 from spacy.tokens import DocBin
 
-from spacy_elmo.file_safety import file_sha256
+from spacy_elmo.files.hashing import file_sha256
 
 from .conftest import SNIPPETS, run_cli
 

@@ -15,7 +15,7 @@ from project_errors import ProjectDataError
 from ship import BILM_FILES, HEAD_FILES, MAX_MB, SHIPPED_FILES, held_out_curve, megabytes, ship, steps_by_precision
 
 from spacy_elmo.bilm import ElmoBiLM
-from spacy_elmo.file_safety import file_sha256
+from spacy_elmo.files.hashing import file_sha256
 from spacy_elmo.pretrain import load_config, pretrain
 
 from .conftest import run_cli
