@@ -39,7 +39,7 @@ def version(text: str) -> tuple:
     return release + (0,) * (3 - len(release))  # 2.5 is 2.5.0
 
 
-def tested_pythons() -> list:
+def pythons_the_floors_run() -> list:
     return re.search(r'PYTHONS=\$\{\*:-"([^"]*)"\}', FLOORS).group(1).split()
 
 
@@ -48,7 +48,7 @@ RUNTIME = ("torch", "spacy", "thinc", "numpy", "confection", "srsly", "typer", "
 
 
 def test_every_version_tested_is_in_the_declared_range_and_every_declared_floor_is_tested():
-    pythons = tested_pythons()
+    pythons = pythons_the_floors_run()
     assert pythons[0] == re.search(r'python_requires=">=([\d.]+)"', SETUP).group(1)
     floors_tested = set()
     for python in pythons:
@@ -68,7 +68,7 @@ def test_every_version_tested_is_in_the_declared_range_and_every_declared_floor_
 
 
 def test_the_development_pages_matrix_is_what_the_floors_run_installs_on_every_python():
-    pythons = tested_pythons()
+    pythons = pythons_the_floors_run()
     page = (REPO / "docs" / "development.md").read_text(encoding="utf8")
     rows = {}
     for line in page.splitlines():
