@@ -113,3 +113,20 @@ def test_without_torch_s_private_functions_the_public_calls_give_the_same_result
     with pytest.raises(ElmoError, match="'int8' needs a torch build"):
         public.set_precision("int8")
     assert not precision.native_cpu_bf16()  # bf16 would run emulated, so only when forced
+
+
+def test_training_without_aten_s_activation_backwards_takes_the_public_calls(monkeypatch):
+    """The BPTT's one-pass sigmoid/tanh gradients (torch.ops.aten) were read at import, outside
+    the capability check: without them, public calls give the same gradients."""
+    from spacy_elmo.bilm import lstm
+
+    fast_out, fast_grads = _trained(tiny_bilm(seed=7, scale=0.3))
+    monkeypatch.setattr(private_torch, "available", lambda: private_torch.NONE)
+    calls = []
+    public_tanh_backward = lstm._public_tanh_backward
+    monkeypatch.setattr(lstm, "_public_tanh_backward", lambda *args: calls.append(1) or public_tanh_backward(*args))
+    public_out, public_grads = _trained(tiny_bilm(seed=7, scale=0.3))
+    assert calls  # the public gradients ran (one per step and direction)
+    torch.testing.assert_close(public_out, fast_out, atol=1e-6, rtol=0)
+    for got, want in zip(public_grads, fast_grads):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

@@ -11,12 +11,13 @@ outside the recurrent loop) and a state part, and the gate blocks are stored
 as (i, f, o, j) so the three sigmoids are one call.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy
 import torch
 from torch import Tensor, nn
 
+from . import private_torch
 from .generation import TracksWeights, WeightsGeneration
 from .kernels import LinearKernel, packed_linear
 from .options import ElmoOptions
@@ -33,10 +34,28 @@ INPUT_CHUNK_BYTES = 16 * 2**20
 _FILE_TO_INTERNAL = (0, 2, 3, 1)
 _INTERNAL_TO_FILE = (0, 3, 1, 2)
 FORGET_BIAS = 1.0
-# grad * s (1 - s) and grad * (1 - t^2) given the outputs s, t, in one pass each.
-_sigmoid_backward_into = torch.ops.aten.sigmoid_backward.grad_input
-_tanh_backward = torch.ops.aten.tanh_backward.default
-_tanh_backward_into = torch.ops.aten.tanh_backward.grad_input
+
+
+def _public_sigmoid_backward_into(grad: Tensor, s: Tensor, grad_input: Tensor) -> Tensor:
+    return torch.mul(grad, s * (1 - s), out=grad_input)
+
+
+def _public_tanh_backward(grad: Tensor, t: Tensor) -> Tensor:
+    return grad * (1 - t * t)
+
+
+def _public_tanh_backward_into(grad: Tensor, t: Tensor, grad_input: Tensor) -> Tensor:
+    return torch.mul(grad, 1 - t * t, out=grad_input)
+
+
+def _activation_backwards() -> Tuple[Callable[..., Tensor], Callable[..., Tensor], Callable[..., Tensor]]:
+    """grad * s (1 - s) into a tensor, grad * (1 - t^2), and the same into a tensor, given the
+    outputs s, t: aten's one-pass kernels where this torch has them (``private_torch``), else
+    public calls with the same results to 1e-6."""
+    if private_torch.available().aten_backward:
+        aten = torch.ops.aten
+        return aten.sigmoid_backward.grad_input, aten.tanh_backward.default, aten.tanh_backward.grad_input
+    return _public_sigmoid_backward_into, _public_tanh_backward, _public_tanh_backward_into
 
 
 def _permute_gate_blocks(array: numpy.ndarray, order: Sequence[int]) -> numpy.ndarray:
@@ -331,6 +350,7 @@ class _FusedLstmSequence(torch.autograd.Function):
         grad_c = cells.new_zeros(batch_size, C)
         proj_t_mm = packed_linear(proj_weight.t(), precision=precision)
         state_t_mm = packed_linear(state_weight.t(), precision=precision)
+        sigmoid_backward_into, tanh_backward, tanh_backward_into = _activation_backwards()
         # Masks as floats once, not a bool-to-float promotion on every step.
         proj_kept = proj_kept.to(grad_outputs.dtype) if proj_kept is not None else None
         cell_kept = cell_kept.to(cells.dtype) if cell_kept is not None else None
@@ -347,14 +367,14 @@ class _FusedLstmSequence(torch.autograd.Function):
             # aten's one-pass *_backward kernels (fewer passes over (B, C) than
             # spelling out s (1 - s) and 1 - t^2).
             torch.mul(d_mixed, tanh_c, out=g[:, 2 * C : 3 * C])
-            dc = _tanh_backward(d_mixed.mul_(o), tanh_c).add_(grad_c)
+            dc = tanh_backward(d_mixed.mul_(o), tanh_c).add_(grad_c)
             if cell_kept is not None:
                 dc.mul_(cell_kept[t])
             torch.mul(dc, j, out=g[:, :C])
             torch.mul(dc, cells[t], out=g[:, C : 2 * C])
-            _sigmoid_backward_into(g[:, : 3 * C], gates[:, : 3 * C], grad_input=g[:, : 3 * C])
+            sigmoid_backward_into(g[:, : 3 * C], gates[:, : 3 * C], grad_input=g[:, : 3 * C])
             torch.mul(dc, i, out=g[:, 3 * C :])
-            _tanh_backward_into(g[:, 3 * C :], j, grad_input=g[:, 3 * C :])
+            tanh_backward_into(g[:, 3 * C :], j, grad_input=g[:, 3 * C :])
             grad_c = dc.mul_(f)
             grad_h = state_t_mm(gemm_grad_gates[t].copy_(g) if precision is Precision.BF16 else g)
         flat_gates = gemm_grad_gates.view(n_steps * batch_size, 4 * C)
