@@ -25,6 +25,8 @@ KEY_TOKENS: Any = ("spacy_elmo", "tokens")
 # The record of a doc that stores no arrays (store "none"): weak keys, it goes with the doc.
 _BESIDE: "weakref.WeakKeyDictionary[Doc, numpy.ndarray]" = weakref.WeakKeyDictionary()
 ANCHOR_NAME = "spacy_elmo_text_start"
+# The anchor as recorded, the recorded text starting at this doc's character 0.
+_ANCHOR_AT_START: Any = ("._.", ANCHOR_NAME, 0, None)  # Any: spaCy's stub keys user_data by str; spaCy uses tuples
 # For each token the doc has now: the first and last recorded token it overlaps (inclusive).
 Spans = Tuple[numpy.ndarray, numpy.ndarray]
 # Above this many tokens a read maps the whole doc with numpy (faster than checking each in Python).
@@ -44,8 +46,7 @@ def record_tokens(doc: Doc, in_user_data: bool) -> None:
     forget_tokens(doc)
     if in_user_data:
         doc.user_data[KEY_TOKENS] = token_offsets(doc)
-        anchor: Any = ("._.", ANCHOR_NAME, 0, None)  # Any: spaCy's stub keys user_data by str; spaCy uses tuples
-        doc.user_data[anchor] = True
+        doc.user_data[_ANCHOR_AT_START] = True
     else:
         _BESIDE[doc] = token_offsets(doc)
 
@@ -86,15 +87,14 @@ def tokens_unchanged(doc: Doc, start: int, end: int) -> bool:
     """Whether the doc's tokens ``start:end`` are, row for row, the recorded ones (the same
     characters): a read of those few tokens may then trust their rows without mapping the whole
     doc (a merge or split elsewhere leaves them as they are), which keeps a loop over
-    ``token._.elmo`` linear. False where unsure (a long range, several anchors, no record): the
-    caller then follows the whole doc."""
+    ``token._.elmo`` linear. False where unsure (a long range, no record, an anchor ``as_doc``
+    shifted): the caller then follows the whole doc. The anchor is looked up by its key, not
+    found among every key (``_anchors``): user_data holds a key per token extension value set,
+    so a scan per token read would make such a loop quadratic again."""
     recorded = doc.user_data.get(KEY_TOKENS)
-    if recorded is None or end - start > _FEW_TOKENS or end > len(recorded):
+    if recorded is None or end - start > _FEW_TOKENS or end > len(recorded) or _ANCHOR_AT_START not in doc.user_data:
         return False
-    anchors = _anchors(doc)
-    if len(anchors) != 1:
-        return False
-    rows = numpy.asarray(recorded[start:end], dtype="int64") + anchors[0][2]
+    rows = numpy.asarray(recorded[start:end], dtype="int64")
     now = [(token.idx, token.idx + len(token)) for token in doc[start:end]]
     return rows.shape == (len(now), 2) and bool((rows == numpy.asarray(now, dtype="int64").reshape(-1, 2)).all())
 

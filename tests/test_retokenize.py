@@ -147,3 +147,23 @@ def test_reading_each_tokens_vector_maps_the_doc_once_not_once_a_token(store, mo
     vectors = [token._.elmo for token in doc]  # the first read after the merge maps the doc once
     assert len(calls) == 2  # that one mapping: the doc's offsets read, then recorded anew
     numpy.testing.assert_array_equal(vectors[1], mix(layers, 2, 3)[0])
+
+
+def test_token_reads_stay_linear_beside_many_token_extension_values(monkeypatch):
+    """user_data holds a key per token extension value set: finding the anchor among every key
+    on each token read made a loop over token._.elmo quadratic again."""
+    from spacy.tokens import Token
+
+    from spacy_elmo import doc_tokens
+
+    if not Token.has_extension("spacy_elmo_test_flag"):
+        Token.set_extension("spacy_elmo_test_flag", default=False)
+    doc, layers = annotated("mix")
+    for token in doc:
+        token._.spacy_elmo_test_flag = True  # one user_data key each
+    scans = []
+    anchors = doc_tokens._anchors
+    monkeypatch.setattr(doc_tokens, "_anchors", lambda d: scans.append(1) or anchors(d))
+    for token in doc:
+        numpy.testing.assert_allclose(token._.elmo, mix(layers, token.i, token.i + 1)[0], rtol=1e-6)
+    assert scans == []
